@@ -1,0 +1,42 @@
+# Two commands on a fresh machine: `make demo` (the main job) and `make test` (the whole suite).
+# Each creates .venv and installs what it needs; torch is pinned to the CPU build in constraints.txt.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt
+
+.PHONY: demo serve test test-fast check fmt lint types bench clean
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(PIP_INSTALL) -e '.[all]'
+	touch $@
+
+# The main job: for now, serve the embedded model (pulls it on first use).
+demo serve: $(BIN)/.installed
+	$(BIN)/lossless serve
+
+test: $(BIN)/.installed
+	$(BIN)/lossless models pull
+	$(BIN)/python -m pytest
+
+# Unit and integration tests without the real model.
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -m "not slow"
+
+fmt: $(BIN)/.installed
+	$(BIN)/ruff format src tests benchmarks
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks
+
+types: $(BIN)/.installed
+	$(BIN)/mypy
+
+# One check command: format, lint, types, tests.
+check: lint types test
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

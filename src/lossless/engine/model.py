@@ -1,0 +1,144 @@
+"""A Llama-family decoder in plain PyTorch, gpt-fast style.
+
+The KV cache is preallocated for ``max_seq_len`` positions. ``forward(tokens, input_pos)`` writes the
+keys/values of ``tokens`` at ``input_pos`` and attends causally by *position*, so entries beyond the
+current position are never read: rolling the cache back to length L is simply calling the next
+forward with ``input_pos`` starting at L (the speculative decoder relies on this).
+
+RoPE uses the Hugging Face ("rotate half") layout; GGUF loaders un-permute q/k weights to match.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lossless.engine.config import ModelArgs
+
+
+class KVCache(nn.Module):
+    def __init__(self, n_kv_heads: int, head_dim: int, max_seq_len: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        shape = (1, n_kv_heads, max_seq_len, head_dim)
+        self.register_buffer("k", torch.zeros(shape, dtype=dtype), persistent=False)
+        self.register_buffer("v", torch.zeros(shape, dtype=dtype), persistent=False)
+
+    def update(self, input_pos: Tensor, k: Tensor, v: Tensor, length: int) -> tuple[Tensor, Tensor]:
+        # input_pos: [T]; k, v: [1, Hkv, T, D] -> the cache's first `length` positions: [1, Hkv, length, D]
+        self.k[:, :, input_pos] = k
+        self.v[:, :, input_pos] = v
+        return self.k[:, :, :length], self.v[:, :, :length]
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = args.n_heads, args.n_kv_heads, args.head_dim
+        q_out, kv_out = args.n_heads * args.head_dim, args.n_kv_heads * args.head_dim
+        # q, k and v in one matmul: one pass over the weights instead of three.
+        self.wqkv = nn.Linear(args.dim, q_out + 2 * kv_out, bias=False)
+        self.wo = nn.Linear(q_out, args.dim, bias=False)
+        self.kv_cache: KVCache | None = None
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+        bsz, seqlen, _ = x.shape  # x: [1, T, dim]
+        q_out, kv_out = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        q, k, v = self.wqkv(x).split([q_out, kv_out, kv_out], dim=-1)
+        q = q.view(bsz, seqlen, self.n_heads, self.head_dim).transpose(1, 2)  # [1, H, T, D]
+        k = k.view(bsz, seqlen, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [1, Hkv, T, D]
+        v = v.view(bsz, seqlen, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        assert self.kv_cache is not None, "call Transformer.setup_cache() first"
+        k, v = self.kv_cache.update(input_pos, k, v, mask.shape[-1])  # [1, Hkv, L, D]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_heads != self.n_kv_heads)
+        return self.wo(y.transpose(1, 2).reshape(bsz, seqlen, q_out))  # [1, T, dim]
+
+
+class FeedForward(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.hidden_dim = args.hidden_dim
+        self.w13 = nn.Linear(args.dim, 2 * args.hidden_dim, bias=False)  # gate and up, fused
+        self.w2 = nn.Linear(args.hidden_dim, args.dim, bias=False)  # down
+
+    def forward(self, x: Tensor) -> Tensor:
+        gate, up = self.w13(x).split(self.hidden_dim, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Block(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(args.dim, args.norm_eps)
+        self.attention = Attention(args)
+        self.ffn_norm = RMSNorm(args.dim, args.norm_eps)
+        self.feed_forward = FeedForward(args)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+        h = x + self.attention(self.attention_norm(x), cos, sin, mask, input_pos)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Transformer(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.args = args
+        self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
+        self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
+        self.norm = RMSNorm(args.dim, args.norm_eps)
+        self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
+        if args.tie_embeddings:
+            self.output.weight = self.tok_embeddings.weight
+        self.max_seq_len = 0
+        self.register_buffer("rope_cos", torch.empty(0), persistent=False)
+        self.register_buffer("rope_sin", torch.empty(0), persistent=False)
+
+    def setup_cache(self, max_seq_len: int | None = None) -> None:
+        """Preallocate the KV cache and RoPE tables for ``max_seq_len`` positions (batch 1)."""
+        n = min(max_seq_len or self.args.max_seq_len, self.args.max_seq_len)
+        dtype, device = self.output.weight.dtype, self.output.weight.device
+        self.max_seq_len = n
+        for block in self.layers:
+            cache = KVCache(self.args.n_kv_heads, self.args.head_dim, n, dtype).to(device)
+            block.attention.kv_cache = cache  # type: ignore[union-attr]
+        cos, sin = rope_tables(self.args.head_dim, n, self.args.rope_theta)
+        self.rope_cos, self.rope_sin = cos.to(device, dtype), sin.to(device, dtype)
+
+    def forward(self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False) -> Tensor:
+        """tokens: [1, T] at positions input_pos: [T] -> logits [1, T, V] (or final hidden [1, T, dim])."""
+        assert self.max_seq_len > 0, "call setup_cache() first"
+        length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
+        # mask[i, j]: query at input_pos[i] may see key position j
+        mask = torch.arange(length, device=tokens.device)[None, :] <= input_pos[:, None]  # [T, L]
+        cos, sin = self.rope_cos[input_pos], self.rope_sin[input_pos]  # [T, D]
+        x = self.tok_embeddings(tokens)  # [1, T, dim]
+        for block in self.layers:
+            x = block(x, cos, sin, mask, input_pos)
+        x = self.norm(x)
+        return x if return_hidden else self.output(x)
+
+
+def rope_tables(head_dim: int, n_pos: int, theta: float) -> tuple[Tensor, Tensor]:
+    # computed in float64 so that float64 tests match the reference to 1e-9
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.outer(torch.arange(n_pos, dtype=torch.float64), inv_freq)  # [P, D/2]
+    angles = torch.cat([angles, angles], dim=-1)  # [P, D]
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    # x: [1, H, T, D]; cos, sin: [T, D]
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
