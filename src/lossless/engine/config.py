@@ -27,6 +27,4 @@ class ModelArgs:
 SMOLLM2_135M = ModelArgs()
 
 # Tests: small enough to run in float64 in milliseconds, large enough to exercise GQA and RoPE.
-TINY = ModelArgs(
-    vocab_size=96, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=128, max_seq_len=256
-)
+TINY = ModelArgs(vocab_size=96, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=128, max_seq_len=256)

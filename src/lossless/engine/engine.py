@@ -1,7 +1,7 @@
 """The engine's face to the server: load a checkpoint, turn requests into streams of text deltas.
 
-STUB: the interface is fixed here so the server can be written against it; the implementation is
-being filled in (loading, tokenizer, generation).
+torch and the loaders are imported inside the methods: importing this module (the server does, for
+the dataclasses) stays cheap. Threads are the caller's business (``torch.set_num_threads``).
 """
 
 from __future__ import annotations
@@ -10,9 +10,15 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lossless.engine.sampling import SamplingParams
+from lossless.errors import CheckpointError, UsageError
+
+if TYPE_CHECKING:
+    from lossless.engine.hf import Checkpoint
+    from lossless.engine.model import Transformer
+    from lossless.engine.tokenizer import Tokenizer
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -40,24 +46,98 @@ class Engine:
     name: str  # model name reported by /v1/models
     max_context: int  # prompt + generated tokens at most
 
+    def __init__(
+        self, checkpoint: Checkpoint, *, name: str | None = None, max_context: int | None = None
+    ) -> None:
+        self.model = build_model(checkpoint, max_context)
+        self.tokenizer: Tokenizer = checkpoint.tokenizer
+        self.args = checkpoint.args
+        self.name = name or checkpoint.name
+        self.max_context = self.model.max_seq_len
+        self.dtype = str(self.model.output.weight.dtype).removeprefix("torch.")
+
     @classmethod
     def load(cls, path: Path, *, dtype: str = "float32", max_context: int | None = None) -> Engine:
-        raise NotImplementedError
+        """A ``*.gguf`` file or a Hugging Face directory -> Engine; a bad checkpoint -> CheckpointError."""
+        import torch
+
+        from lossless.models import EMBEDDED
+
+        path = Path(path)
+        torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}.get(
+            dtype
+        )
+        if torch_dtype is None:
+            raise UsageError(f"dtype {dtype!r} unsupported, choose float32, bfloat16 or float64")
+        if path.is_dir():
+            from lossless.engine.hf import load_hf
+
+            checkpoint = load_hf(path, torch_dtype)
+        elif path.suffix == ".gguf":
+            from lossless.engine.gguf import load_gguf
+
+            checkpoint = load_gguf(path, torch_dtype)
+        elif not path.exists():
+            raise CheckpointError(f"{path.name}: no such file or directory")
+        else:
+            raise CheckpointError(f"{path.name}: expected a .gguf file or a Hugging Face model directory")
+        embedded = {m.filename: m.name for m in EMBEDDED.values()}
+        return cls(checkpoint, name=embedded.get(path.name), max_context=max_context)
 
     def encode(self, text: str) -> list[int]:
-        raise NotImplementedError
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
 
     def chat_prompt(self, messages: list[dict[str, Any]]) -> list[int]:
         """Apply the checkpoint's chat template (with the generation prompt) and tokenize."""
-        raise NotImplementedError
+        # the template writes its own special tokens: the tokenizer must not add a BOS on top
+        return self.tokenizer.encode(self.tokenizer.apply_chat_template(messages), add_special=False)
 
     def generate(
         self, prompt_ids: list[int], params: SamplingParams, cancel: threading.Event | None = None
     ) -> Iterator[Delta]:
         """Yield deltas as tokens are accepted; the last one carries finish_reason. Checks ``cancel``
         between tokens and stops with finish_reason "cancelled" when it is set."""
-        raise NotImplementedError
+        from lossless.engine.generate import generate_text, plain_tokens
+        from lossless.engine.sampling import make_generator
+
+        self._check_prompt(prompt_ids)
+        budget = min(params.max_tokens, self.max_context - len(prompt_ids))
+        source = plain_tokens(self.model, prompt_ids, params, make_generator(params.seed))
+        yield from generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel)
 
     def score(self, prompt_ids: list[int], top_logprobs: int = 0) -> list[TokenLogprob | None]:
         """Teacher-forced log-probabilities of each prompt token given its prefix (None for the first)."""
-        raise NotImplementedError
+        from lossless.engine.generate import score_tokens
+
+        self._check_prompt(prompt_ids)
+        return score_tokens(self.model, prompt_ids, top_logprobs, self.tokenizer)
+
+    def _check_prompt(self, prompt_ids: list[int]) -> None:
+        if not prompt_ids:
+            raise UsageError("the prompt is empty: at least one token is needed")
+        if len(prompt_ids) > self.max_context:
+            raise UsageError(f"the prompt has {len(prompt_ids)} tokens, the context holds {self.max_context}")
+        bad = [i for i in prompt_ids if not 0 <= i < self.args.vocab_size]
+        if bad:
+            raise UsageError(f"token id {bad[0]} outside the vocabulary (0..{self.args.vocab_size - 1})")
+
+
+def build_model(checkpoint: Checkpoint, max_context: int | None = None) -> Transformer:
+    """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions."""
+    import torch
+
+    from lossless.engine.model import Transformer
+
+    with torch.device("meta"):
+        model = Transformer(checkpoint.args)  # no memory, no random init: the weights come next
+    weights = dict(checkpoint.weights)
+    if checkpoint.args.tie_embeddings:
+        weights["output.weight"] = weights["tok_embeddings.weight"]
+    model.load_state_dict(weights, strict=True, assign=True)
+    if checkpoint.args.tie_embeddings:
+        model.output.weight = model.tok_embeddings.weight  # assign=True made two parameters: tie again
+    model.setup_cache(max_context)
+    return model.eval()

@@ -21,6 +21,8 @@ class KVCache(nn.Module):
     def __init__(self, n_kv_heads: int, head_dim: int, max_seq_len: int, dtype: torch.dtype) -> None:
         super().__init__()
         shape = (1, n_kv_heads, max_seq_len, head_dim)
+        self.k: Tensor
+        self.v: Tensor
         self.register_buffer("k", torch.zeros(shape, dtype=dtype), persistent=False)
         self.register_buffer("v", torch.zeros(shape, dtype=dtype), persistent=False)
 

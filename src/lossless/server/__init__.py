@@ -1,0 +1,12 @@
+"""An OpenAI-compatible HTTP server over the engine (starlette + uvicorn).
+
+    app.py        routes, the request-id/metrics wrapper, tokenizing and admission
+    protocol.py   request bodies -> ApiRequest, or a 400 (the policy on n, aliases, ignored fields)
+    worker.py     the bounded FIFO queue and the one thread that runs the engine
+    responses.py  a job's events -> a JSON body or an SSE stream; server-timing
+    bodies.py     OpenAI response and chunk bodies, both log-probability formats
+    metrics.py    /metrics in the Prometheus text format
+    main.py       `lossless serve`; launch.py: `start_embedded` for the other commands
+
+Nothing is imported here: ``lossless bench`` against a remote URL must not pay for torch or starlette.
+"""

@@ -1,0 +1,127 @@
+"""Endpoints to measure: from URLs on the command line or a TOML file of ``[[endpoint]]`` tables.
+
+An Endpoint names the environment variable that holds its API key, never the key: the key is read from
+the environment only when the HTTP client is built, and lives in that client's headers alone.
+
+    [[endpoint]]
+    name = "fast"
+    base_url = "https://api.example.com/v1"
+    model = "some-model"
+    api_key_env = "EXAMPLE_API_KEY"
+    body = { reasoning_effort = "low" }     # extra request fields (optional)
+    headers = { "x-team" = "bench" }        # extra headers (optional)
+    price = { input = 0.15, output = 0.60 } # USD per million tokens (optional)
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from lossless.errors import EndpointError, UsageError
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str  # label in tables and records
+    base_url: str  # e.g. https://host/v1 (no trailing slash)
+    model: str  # the "model" request field
+    api_key_env: str | None = None  # environment variable holding the key; None -> no Authorization header
+    body: Mapping[str, Any] = field(default_factory=dict)  # extra request fields, merged last
+    headers: Mapping[str, str] = field(default_factory=dict)  # extra request headers
+    price_in: float | None = None  # USD per million input tokens
+    price_out: float | None = None  # USD per million output tokens
+
+
+def api_key(endpoint: Endpoint) -> str | None:
+    if endpoint.api_key_env is None:
+        return None
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise EndpointError(
+            f"endpoint {endpoint.name!r}: environment variable {endpoint.api_key_env} is not set"
+        )
+    return key
+
+
+def _check_url(url: str, where: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"{where}: base URL {url!r} is not an http(s) URL like https://host/v1")
+    return url.rstrip("/")
+
+
+def from_urls(urls: Sequence[str], model: str | None, api_key_env: str | None) -> tuple[Endpoint, ...]:
+    if not model:
+        raise UsageError("--model is required with endpoint URLs")
+    names = [urlsplit(u).netloc for u in urls]
+    if len(set(names)) < len(names):  # same host twice: tell them apart by position
+        names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
+    return tuple(
+        Endpoint(name=n, base_url=_check_url(u, "argument"), model=model, api_key_env=api_key_env)
+        for n, u in zip(names, urls, strict=True)
+    )
+
+
+def load_toml(path: Path) -> tuple[Endpoint, ...]:
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read endpoints file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"endpoints file {path} is not valid TOML: {exc}") from exc
+    tables = doc.get("endpoint")
+    if not isinstance(tables, list) or not tables:
+        raise UsageError(f"endpoints file {path} has no [[endpoint]] tables")
+    endpoints = tuple(_endpoint(t, f"{path} endpoint #{i + 1}") for i, t in enumerate(tables))
+    names = [e.name for e in endpoints]
+    if len(set(names)) < len(names):
+        raise UsageError(f"endpoints file {path}: endpoint names must be unique, got {names}")
+    return endpoints
+
+
+def _endpoint(table: Any, where: str) -> Endpoint:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where} is not a table")
+    unknown = set(table) - {"name", "base_url", "model", "api_key_env", "body", "headers", "price"}
+    if unknown:
+        raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    for key in ("name", "base_url", "model"):
+        if not isinstance(table.get(key), str) or not table[key]:
+            raise UsageError(f"{where}: '{key}' must be a non-empty string")
+    key_env = table.get("api_key_env")
+    if key_env is not None and not isinstance(key_env, str):
+        raise UsageError(f"{where}: 'api_key_env' must be the name of an environment variable")
+    body, headers = table.get("body", {}), table.get("headers", {})
+    if not isinstance(body, dict) or not isinstance(headers, dict):
+        raise UsageError(f"{where}: 'body' and 'headers' must be tables")
+    price_in, price_out = _price(table.get("price"), where)
+    return Endpoint(
+        name=table["name"],
+        base_url=_check_url(table["base_url"], where),
+        model=table["model"],
+        api_key_env=key_env or None,
+        body=dict(body),
+        headers={str(k): str(v) for k, v in headers.items()},
+        price_in=price_in,
+        price_out=price_out,
+    )
+
+
+def _price(value: Any, where: str) -> tuple[float | None, float | None]:
+    if value is None:
+        return None, None
+    if isinstance(value, dict) and set(value) <= {"input", "output"}:
+        pair = (value.get("input", 0.0), value.get("output", 0.0))
+    elif isinstance(value, list) and len(value) == 2:
+        pair = (value[0], value[1])
+    else:
+        raise UsageError(f"{where}: 'price' must be {{input = USD/Mtok, output = USD/Mtok}}")
+    if not all(isinstance(p, int | float) and p >= 0 for p in pair):
+        raise UsageError(f"{where}: prices must be non-negative numbers")
+    return float(pair[0]), float(pair[1])

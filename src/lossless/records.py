@@ -1,0 +1,107 @@
+"""One flat, frozen record per request attempt, and its JSONL persistence.
+
+Times are raw ``time.perf_counter_ns`` readings of one monotonic clock; everything derived (TTFT, TPOT,
+stalls, goodput) is computed in ``analyze`` and never stored here. Errors are data: a failed attempt is a
+record with ``error_kind`` set, never an exception and never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import IO, Any
+
+# Per-event kinds in ``RequestRecord.event_kinds`` (one character per SSE event):
+CONTENT = "c"  # answer text
+REASONING = "r"  # reasoning_content / reasoning text
+TOOL = "t"  # tool-call deltas
+USAGE = "u"  # usage-only chunk (no text): never a token time
+EMPTY = "n"  # role-only, finish-only or otherwise empty chunk
+TOKEN_KINDS = frozenset(CONTENT + REASONING + TOOL)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    endpoint: str  # endpoint name
+    request_index: int  # position in the run's schedule; shared by the attempts of one request
+    attempt: int  # 0 for the first try; retries count up
+    prompt_id: str  # workload prompt id (same id on every endpoint)
+    prompt_class: str  # suite label, e.g. "short", "long", "len-1k"
+    api: str  # "chat" or "completions"
+    stream: bool
+    warmup: bool  # excluded from results
+    load: str  # load level label, e.g. "c=4" or "rate=2.0"
+    scheduled_ns: int  # when the arrival process meant to send it
+    sent_ns: int  # just before the request was written
+    headers_ns: int | None  # response headers received
+    event_ns: tuple[int, ...]  # arrival time of every SSE event (non-streamed: one, at body end)
+    event_kinds: str  # one character per event, see CONTENT..EMPTY
+    event_tokens: tuple[int, ...]  # cumulative completion_tokens per event when the server says, else -1
+    end_ns: int | None  # stream closed (or the attempt failed)
+    status: int | None  # HTTP status
+    error_kind: str | None  # None = success; "http_500", "http_429", "timeout_first_token", ...
+    error: str | None  # one-line message, never containing a key
+    retried: bool  # this attempt failed and another followed
+    n_in: int | None  # usage.prompt_tokens
+    n_out: int | None  # output tokens
+    n_out_source: str  # "usage" or "none"
+    n_reasoning: int | None  # usage.completion_tokens_details.reasoning_tokens
+    finish_reason: str | None
+    text: str  # answer text
+    reasoning_text: str
+    tool_call_chars: int  # characters of tool-call names and arguments
+    server_headers: tuple[tuple[str, str], ...]  # raw timing / id headers, parsed in analyze
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+_FIELDS = tuple(f.name for f in fields(RequestRecord))
+_TUPLES = ("event_ns", "event_tokens")
+
+
+def to_json(record: RequestRecord) -> str:
+    return json.dumps(asdict(record), ensure_ascii=False, separators=(",", ":"))
+
+
+def from_json(line: str) -> RequestRecord:
+    raw: dict[str, Any] = json.loads(line)
+    values = {name: raw[name] for name in _FIELDS}
+    for name in _TUPLES:
+        values[name] = tuple(values[name])
+    values["server_headers"] = tuple((k, v) for k, v in values["server_headers"])
+    return RequestRecord(**values)
+
+
+class JsonlWriter:
+    """Appends one line per record and flushes it, so a killed run loses nothing that finished."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def write(self, record: RequestRecord) -> None:
+        self._file.write(to_json(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_jsonl(path: Path) -> Iterator[RequestRecord]:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield from_json(line)
+
+
+def write_jsonl(path: Path, records: Iterable[RequestRecord]) -> None:
+    writer = JsonlWriter(path)
+    try:
+        for r in records:
+            writer.write(r)
+    finally:
+        writer.close()

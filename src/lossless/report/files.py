@@ -1,0 +1,60 @@
+"""The summary as JSON (stdout or summary.json) and CSV (one row per endpoint and load level)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+_STATS = ("n", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99.9", "max", "cv")
+_METRICS = (
+    "ttfb_ms",
+    "ttft_ms",
+    "ttfc_ms",
+    "tpot_ms",
+    "output_tps",
+    "e2e_ms",
+    "e2e_from_schedule_ms",
+    "queue_delay_ms",
+    "inter_chunk_ms",
+    "itl_ms",
+    "n_out",
+)
+
+
+def to_json(summary: dict[str, Any]) -> str:
+    return json.dumps(summary, indent=2, ensure_ascii=False)
+
+
+def to_csv(summary: dict[str, Any]) -> str:
+    header = [
+        "name",
+        "load",
+        "ok",
+        "failed",
+        "cancelled",
+        "attempts",
+        "output_tokens_per_s",
+        "requests_per_s",
+    ]
+    header += ["goodput_requests_per_s", "cost_per_ok_request_usd", "errors"]
+    header += [f"{m}.{s}" for m in _METRICS for s in _STATS]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for e in summary["endpoints"]:
+        req, tput = e["requests"], e["throughput"]
+        row: list[Any] = [e["name"], e["load"], req["ok"], req["failed"], req["cancelled"], req["attempts"]]
+        row += [tput["output_tokens_per_s"], tput["requests_per_s"], tput["goodput_requests_per_s"]]
+        row += [e["cost_per_ok_request_usd"], ";".join(f"{k}={v}" for k, v in req["errors"].items())]
+        row += [e[m].get(s) for m in _METRICS for s in _STATS]
+        writer.writerow(["" if v is None else v for v in row])
+    return buf.getvalue()
+
+
+def write(summary: dict[str, Any], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.json").write_text(to_json(summary) + "\n", encoding="utf-8")
+    (out_dir / "summary.csv").write_text(to_csv(summary), encoding="utf-8")

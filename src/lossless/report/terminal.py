@@ -1,0 +1,63 @@
+"""The summary as a table for people (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_COLUMNS = (
+    ("TTFB p50", "ttfb_ms", "p50", "{:.0f} ms"),
+    ("TTFT p50", "ttft_ms", "p50", "{:.0f} ms"),
+    ("TTFT p99", "ttft_ms", "p99", "{:.0f} ms"),
+    ("TPOT p50", "tpot_ms", "p50", "{:.1f} ms"),
+    ("speed p50", "output_tps", "p50", "{:.1f} tok/s"),
+    ("E2E p50", "e2e_ms", "p50", "{:.0f} ms"),
+    ("E2E p99", "e2e_ms", "p99", "{:.0f} ms"),
+)
+
+
+def _cell(entry: dict[str, Any], metric: str, stat: str, fmt: str) -> str:
+    value = entry.get(metric, {}).get(stat)
+    return "-" if value is None else fmt.format(value)
+
+
+def render(summary: dict[str, Any], console: Console) -> None:
+    table = Table(title="lossless bench", title_justify="left")
+    for header in ("endpoint", "load", "ok/failed", *(c[0] for c in _COLUMNS), "tok/s total", "errors"):
+        table.add_column(header, justify="left" if header in ("endpoint", "load", "errors") else "right")
+    for e in summary["endpoints"]:
+        req = e["requests"]
+        errors = ", ".join(f"{k}:{v}" for k, v in req["errors"].items()) or "-"
+        tput = e["throughput"]["output_tokens_per_s"]
+        table.add_row(
+            e["name"],
+            e["load"],
+            f"{req['ok']}/{req['failed']}",
+            *(_cell(e, m, s, f) for _, m, s, f in _COLUMNS),
+            "-" if tput is None else f"{tput:.1f}",
+            errors,
+        )
+    console.print(table)
+    for e in summary["endpoints"]:
+        notes = []
+        if e.get("speculative"):
+            sp = e["speculative"]
+            length = sp.get("mean_accepted_length")
+            notes.append(
+                f"acceptance {sp['acceptance_rate']:.1%}"
+                + (f", mean accepted length {length:.2f}" if length else "")
+            )
+        if e["throughput"].get("goodput_requests_per_s") is not None:
+            notes.append(f"goodput {e['throughput']['goodput_requests_per_s']:.2f} req/s")
+        if e.get("cost_per_ok_request_usd") is not None:
+            notes.append(f"${e['cost_per_ok_request_usd']:.6f} per successful request")
+        if e["stalls"]["count"]:
+            notes.append(f"{e['stalls']['count']} stalls")
+        if notes:
+            console.print(f"{e['name']} [{e['load']}]: " + "; ".join(notes))
+    for c in summary["comparisons"]:
+        console.print(f"[{c['load']}] {c['text']}")
+    if summary.get("interrupted"):
+        console.print("[bold]interrupted[/bold]: results cover the requests that finished")

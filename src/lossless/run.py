@@ -1,0 +1,216 @@
+"""Schedule requests against endpoints: load levels, warm-up, time-outs, retries, cancellation, JSONL.
+
+Concurrency is per endpoint: with ``--concurrency 4`` each endpoint has 4 requests in flight, and all
+endpoints run side by side over the same prompts, so drift over time (a neighbour's load, a network
+hiccup) lands on all of them. In open loop every arrival goes to every endpoint, in an order that
+alternates from one arrival to the next, so no endpoint is always first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from lossless.client.call import CallCancelled, CallOptions, Job, call
+from lossless.client.http import Session
+from lossless.client.prometheus import scrape
+from lossless.endpoints import Endpoint, api_key
+from lossless.records import JsonlWriter, RequestRecord
+from lossless.workload.arrivals import gamma, poisson
+from lossless.workload.prompts import Prompt, prompts
+
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class LoadLevel:
+    concurrency: int | None = None  # closed loop: requests in flight per endpoint
+    rate: float | None = None  # open loop: arrivals per second
+    burstiness: float = 1.0  # gamma shape for open loop; 1 = Poisson
+
+    @property
+    def label(self) -> str:
+        if self.rate is not None:
+            suffix = "" if self.burstiness == 1.0 else f",b={self.burstiness:g}"
+            return f"rate={self.rate:g}{suffix}"
+        return f"c={self.concurrency}"
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    endpoints: tuple[Endpoint, ...]
+    call: CallOptions
+    suite: str = "short"  # workload suite name or file:PATH
+    loads: tuple[LoadLevel, ...] = (LoadLevel(concurrency=1),)  # run one after another (a sweep)
+    requests: int | None = 20  # measured requests per endpoint and load level
+    duration: float | None = None  # or: stop dispatching after this many seconds
+    warmup: int = 0  # requests per endpoint and level run first and marked warmup
+    retries: int = 0  # extra attempts after a retryable failure
+    connect_timeout: float = 10.0
+    max_in_flight: int = 1024  # open loop: arrivals beyond this wait (and show as queue delay)
+    seed: int = 0
+    records_path: Path | None = None  # records.jsonl, one flushed line per finished attempt
+    scrape_metrics: bool = True  # read /metrics before and after each level
+
+
+@dataclass
+class RunResult:
+    records: list[RequestRecord] = field(default_factory=list)
+    # (endpoint name, load label) -> (counters before, counters after), when /metrics answered
+    spec: dict[tuple[str, str], tuple[dict[str, float], dict[str, float]]] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+class _PromptPool:
+    """Prompts drawn once and shared, so every endpoint gets prompt i as its i-th request."""
+
+    def __init__(self, source: Iterator[Prompt]) -> None:
+        self._source, self._drawn = source, list[Prompt]()
+
+    def __getitem__(self, i: int) -> Prompt:
+        while len(self._drawn) <= i:
+            self._drawn.append(next(self._source))
+        return self._drawn[i]
+
+
+class _Run:
+    def __init__(self, cfg: BenchConfig, clock: Clock, result: RunResult) -> None:
+        self.cfg, self.clock, self.result = cfg, clock, result
+        self.pool = _PromptPool(prompts(cfg.suite, random.Random(cfg.seed)))
+        self.rng = random.Random(cfg.seed + 1)  # retry jitter
+        self.writer = JsonlWriter(cfg.records_path) if cfg.records_path else None
+        self.sessions = {
+            e.name: Session(e.base_url, dict(e.headers), api_key(e), cfg.connect_timeout)
+            for e in cfg.endpoints
+        }
+
+    def emit(self, record: RequestRecord) -> None:
+        self.result.records.append(record)
+        if self.writer:
+            self.writer.write(record)
+
+    async def attempts(self, job: Job) -> None:
+        session = self.sessions[job.endpoint.name]
+        for attempt in range(self.cfg.retries + 1):
+            try:
+                record = await call(session, job, attempt, self.cfg.call, self.clock)
+            except CallCancelled as cancelled:
+                self.emit(cancelled.record)
+                raise
+            again = attempt < self.cfg.retries and _retryable(record)
+            self.emit(replace(record, retried=True) if again else record)
+            if not again:
+                return
+            await asyncio.sleep(_backoff(record, attempt, self.rng))
+
+    def job(self, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int) -> Job:
+        return Job(endpoint, self.pool[i], i, level.label, i < self.cfg.warmup, scheduled_ns)
+
+    async def closed(self, level: LoadLevel) -> None:
+        assert level.concurrency is not None
+        cfg = self.cfg
+        phases: list[tuple[int, int | None]] = [(0, cfg.warmup)] if cfg.warmup else []
+        phases.append((cfg.warmup, None if cfg.requests is None else cfg.warmup + cfg.requests))
+        for first, stop in phases:
+            deadline = None if stop is not None and stop <= cfg.warmup else self._deadline()
+            async with asyncio.TaskGroup() as tg:
+                for endpoint in cfg.endpoints:
+                    counter = iter(range(first, stop if stop is not None else 1 << 62))
+                    for _ in range(level.concurrency):
+                        tg.create_task(self._worker(endpoint, counter, level, deadline))
+
+    async def _worker(
+        self, endpoint: Endpoint, counter: Iterator[int], level: LoadLevel, deadline: float | None
+    ) -> None:
+        for i in counter:
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            await self.attempts(self.job(endpoint, i, level, self.clock()))
+
+    def _deadline(self) -> float | None:
+        return None if self.cfg.duration is None else time.monotonic() + self.cfg.duration
+
+    async def open(self, level: LoadLevel) -> None:
+        assert level.rate is not None
+        cfg = self.cfg
+        rng = random.Random(cfg.seed + 2)
+        gaps = (
+            poisson(level.rate, rng) if level.burstiness == 1.0 else gamma(level.rate, level.burstiness, rng)
+        )
+        total = None if cfg.requests is None else cfg.warmup + cfg.requests
+        slots = asyncio.Semaphore(cfg.max_in_flight)
+        start_ns, deadline = self.clock(), self._deadline()
+        n = len(cfg.endpoints)
+        async with asyncio.TaskGroup() as tg:
+            for i, offset in enumerate(gaps):
+                if (total is not None and i >= total) or (
+                    deadline is not None and time.monotonic() >= deadline
+                ):
+                    break
+                scheduled = start_ns + int(offset * 1e9)
+                await asyncio.sleep(max(0.0, (scheduled - self.clock()) / 1e9))
+                for k in range(n):
+                    endpoint = cfg.endpoints[(i + k) % n]  # rotate who goes first
+                    tg.create_task(self._limited(slots, self.job(endpoint, i, level, scheduled)))
+
+    async def _limited(self, slots: asyncio.Semaphore, job: Job) -> None:
+        async with slots:
+            await self.attempts(job)
+
+    async def scrape_all(self) -> dict[str, dict[str, float]]:
+        if not self.cfg.scrape_metrics:
+            return {}
+        found = {}
+        for e in self.cfg.endpoints:
+            counters = await scrape(self.sessions[e.name], e.base_url)
+            if counters:
+                found[e.name] = counters
+        return found
+
+    async def close(self) -> None:
+        for s in self.sessions.values():
+            await s.aclose()
+        if self.writer:
+            self.writer.close()
+
+
+async def run_bench(cfg: BenchConfig, clock: Clock = time.perf_counter_ns) -> RunResult:
+    """Run every load level in turn; on cancellation (Ctrl-C) keep what finished and return."""
+    result = RunResult()
+    run = _Run(cfg, clock, result)
+    try:
+        for level in cfg.loads:
+            before = await run.scrape_all()
+            await (run.open(level) if level.rate is not None else run.closed(level))
+            after = await run.scrape_all()
+            for name, counters in after.items():
+                if name in before:
+                    result.spec[(name, level.label)] = (before[name], counters)
+    except asyncio.CancelledError:
+        result.interrupted = True
+    finally:
+        await run.close()
+    return result
+
+
+def _retryable(record: RequestRecord) -> bool:
+    kind = record.error_kind
+    if kind is None or kind == "cancelled":
+        return False
+    if kind.startswith("http_4"):
+        return kind in ("http_429", "http_408")
+    return True
+
+
+def _backoff(record: RequestRecord, attempt: int, rng: random.Random) -> float:
+    for name, value in record.server_headers:
+        if name == "retry-after":
+            try:
+                return min(60.0, max(0.0, float(value)))
+            except ValueError:
+                break  # an HTTP date: fall back to exponential backoff
+    return min(8.0, 0.5 * 2**attempt) * (0.5 + rng.random())

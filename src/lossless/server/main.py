@@ -1,0 +1,106 @@
+"""``lossless serve``: load the model, bind, announce the URL on stderr once ready, serve until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from lossless import models
+from lossless.config import ServeConfig
+from lossless.engine.engine import Engine
+from lossless.errors import UsageError
+from lossless.server.app import create_app
+
+_EVERYWHERE = ("", "0.0.0.0", "::")  # wildcard addresses: bound on every interface
+GRACEFUL_SHUTDOWN_S = 3  # in-flight streams get this long after Ctrl-C, then they are cancelled
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    engine: Engine
+    name: str  # what /v1/models reports
+    aliases: frozenset[str]  # other names requests may use for it
+
+
+def load_model(config: ServeConfig) -> LoadedModel:
+    """The engine plus its names. Loaded by an embedded name (or by default), the model is served under
+    that name; loaded from a path, under the engine's name. Either way requests may also call it by the
+    checkpoint's file name or stem, or by whatever ``--model`` said."""
+    path = models.resolve(config.model)
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    engine = Engine.load(path, dtype=config.dtype, max_context=config.max_context)
+    requested = config.model or models.DEFAULT_MODEL
+    name = requested if requested in models.EMBEDDED else engine.name
+    aliases = {engine.name, path.stem, path.name, requested, *_embedded_names(path)}
+    return LoadedModel(engine, name, frozenset(aliases) - {name})
+
+
+def _embedded_names(path: Path) -> list[str]:
+    return [m.name for m in models.EMBEDDED.values() if models.cached_path(m) == path]
+
+
+def build_app(loaded: LoadedModel, config: ServeConfig) -> ASGIApp:
+    return create_app(loaded.engine, name=loaded.name, aliases=loaded.aliases, max_queue=config.max_queue)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Listen before uvicorn starts, so that a busy port is a one-line error and port 0 has a number."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+def url_of(sock: socket.socket, host: str) -> str:
+    port = sock.getsockname()[1]
+    if host in _EVERYWHERE:  # loopback reaches it from here
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def uvicorn_server(app: ASGIApp) -> uvicorn.Server:
+    # log_config=None: leave the process's logging alone (the server also runs inside other commands);
+    # uvicorn's warnings and errors still reach stderr through logging's last-resort handler.
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    return uvicorn.Server(config)
+
+
+def serve(config: ServeConfig) -> None:
+    loaded = load_model(config)
+    sock = bind(config.host, config.port)
+    server = uvicorn_server(build_app(loaded, config))
+    line = f"lossless: serving {loaded.name} at {url_of(sock, config.host)}/v1"
+    if config.host in _EVERYWHERE:
+        line += f" (listening on all interfaces, {config.host})"
+    try:
+        asyncio.run(_serve_and_announce(server, sock, line))
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; for a server that is the end
+        print("lossless: stopped", file=sys.stderr)
+    finally:
+        sock.close()
+
+
+async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, line: str) -> None:
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.02)
+    if server.started:
+        print(line, file=sys.stderr, flush=True)
+    await task

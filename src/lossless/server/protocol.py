@@ -1,0 +1,290 @@
+"""OpenAI request bodies -> one validated ``ApiRequest``; every mistake -> ``InvalidRequest`` (a 400).
+
+Policy, where the OpenAI API leaves room:
+- ``model`` may be omitted (the loaded model answers); when given it must be the served name or an alias
+  (the checkpoint's file name or stem, or the name the engine reports). Anything else is a 400.
+- ``n`` > 1 is rejected ("n > 1 is not supported"): one worker serves one sequence at a time, and
+  sequential samples would silently multiply latency for a benchmark.
+- Fields we do not honour are accepted and named in the ``x-lossless-ignored-params`` header, so a probe
+  can tell "ignored" from "honoured" without guessing (the OpenAI API silently ignores some too).
+- ``max_tokens`` beyond the context left after the prompt is clamped (finish_reason "length"); only a
+  prompt that leaves no room at all is a 400 (code ``context_length_exceeded``).
+- ``top_k`` is an extension (vLLM's): 0 or -1 means off.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from lossless.engine.sampling import SamplingParams
+from lossless.errors import UsageError
+
+Endpoint = Literal["chat", "completions"]
+MAX_TOP_LOGPROBS = 20
+MAX_STOP_SEQUENCES = 16
+_SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+_COMMON = {
+    "model",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "stop",
+    "n",
+    "max_tokens",
+    "logprobs",
+}
+HONOURED: dict[Endpoint, frozenset[str]] = {
+    "chat": frozenset(_COMMON | {"messages", "max_completion_tokens", "top_logprobs"}),
+    "completions": frozenset(_COMMON | {"prompt", "echo"}),
+}
+
+
+class InvalidRequest(UsageError):
+    """A request the server refuses with an OpenAI-style error body (400 unless ``status`` says else).
+
+    Lives beside the parser because only the server raises it; it is a ``UsageError`` so it stays in
+    the one error tree of ``lossless.errors``.
+    """
+
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> None:
+        super().__init__(message)
+        self.message, self.param, self.code, self.status = message, param, code, status
+
+    def body(self) -> dict[str, Any]:
+        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    endpoint: Endpoint
+    model: str  # the served name, whatever alias the client used
+    params: SamplingParams  # max_tokens not yet clamped to the context
+    max_tokens: int | None  # as asked; None -> the rest of the context
+    messages: tuple[dict[str, str], ...] = ()  # chat: role/content pairs, content flattened to text
+    prompt: str | tuple[int, ...] = ""  # completions: text or token ids
+    stream: bool = False
+    include_usage: bool = False  # stream_options.include_usage: a final usage-only chunk
+    echo: bool = False  # completions: the prompt is returned before the completion
+    logprobs: int | None = None  # None: no logprobs; else how many alternatives per token
+    ignored: tuple[str, ...] = ()  # fields accepted but not honoured
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", code="invalid_json")
+    return body
+
+
+def parse(endpoint: Endpoint, body: dict[str, Any], model: str, aliases: frozenset[str]) -> ApiRequest:
+    _check_model(body, model, aliases)
+    if body.get("n") not in (None, 1):
+        if not _is_int(body["n"]) or body["n"] < 1:
+            raise InvalidRequest("n must be a positive integer", param="n")
+        raise InvalidRequest("n > 1 is not supported", param="n", code="unsupported_parameter")
+    stream = _bool(body, "stream", False)
+    include_usage = _include_usage(body)
+    logprobs = _chat_logprobs(body) if endpoint == "chat" else _legacy_logprobs(body)
+    max_tokens = _max_tokens(endpoint, body)
+    params = SamplingParams(
+        max_tokens=max_tokens if max_tokens is not None else 0,
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0, low_open=True),
+        top_k=_top_k(body),
+        seed=_seed(body),
+        stop=_stop(body),
+        logprobs=logprobs is not None,
+        top_logprobs=logprobs or 0,
+    )
+    base = ApiRequest(
+        endpoint=endpoint,
+        model=model,
+        params=params,
+        max_tokens=max_tokens,
+        stream=stream,
+        include_usage=include_usage,
+        logprobs=logprobs,
+        ignored=tuple(sorted(k for k in body if k not in HONOURED[endpoint])),
+    )
+    if endpoint == "chat":
+        return replace(base, messages=_messages(body))
+    return replace(base, prompt=_prompt(body), echo=_bool(body, "echo", False))
+
+
+def _check_model(body: dict[str, Any], model: str, aliases: frozenset[str]) -> None:
+    name = body.get("model")
+    if name is None:
+        return
+    if not isinstance(name, str):
+        raise InvalidRequest("model must be a string", param="model")
+    if name != model and name not in aliases:
+        raise InvalidRequest(
+            f"The model {name!r} does not exist; this server serves {model!r}.",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _bool(body: dict[str, Any], key: str, default: bool) -> bool:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{key} must be a boolean, got {value!r}", param=key)
+    return value
+
+
+def _number(
+    body: dict[str, Any], key: str, default: float, low: float, high: float, *, low_open: bool = False
+) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not _is_number(value):
+        raise InvalidRequest(f"{key} must be a number, got {value!r}", param=key)
+    if value > high or value < low or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise InvalidRequest(f"{key} must be in {bracket}{low:g}, {high:g}], got {value!r}", param=key)
+    return float(value)
+
+
+def _int(body: dict[str, Any], key: str, low: int, high: int | None = None) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise InvalidRequest(f"{key} must be an integer, got {value!r}", param=key)
+    if value < low or (high is not None and value > high):
+        span = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise InvalidRequest(f"{key} must be {span}, got {value}", param=key)
+    return int(value)
+
+
+def _top_k(body: dict[str, Any]) -> int:
+    top_k = _int(body, "top_k", -1)
+    return 0 if top_k is None or top_k == -1 else top_k
+
+
+def _seed(body: dict[str, Any]) -> int | None:
+    return _int(body, "seed", *_SEED_RANGE)
+
+
+def _max_tokens(endpoint: Endpoint, body: dict[str, Any]) -> int | None:
+    # Chat completions need at least one token; legacy completions allow 0 (echo-only scoring).
+    low = 1 if endpoint == "chat" else 0
+    newer = _int(body, "max_completion_tokens", low) if endpoint == "chat" else None
+    older = _int(body, "max_tokens", low)
+    if newer is not None:
+        return newer
+    if older is None and endpoint == "completions":
+        return 16  # the legacy API's documented default
+    return older
+
+
+def _stop(body: dict[str, Any]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise InvalidRequest("stop must be a string or a list of strings", param="stop")
+    if len(stops) > MAX_STOP_SEQUENCES:
+        raise InvalidRequest(f"stop takes at most {MAX_STOP_SEQUENCES} sequences", param="stop")
+    return tuple(s for s in stops if s)
+
+
+def _include_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise InvalidRequest("stream_options must be an object", param="stream_options")
+    return _bool(options, "include_usage", False)
+
+
+def _chat_logprobs(body: dict[str, Any]) -> int | None:
+    wanted = _bool(body, "logprobs", False)
+    top = _int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    if top and not wanted:
+        raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+    return (top or 0) if wanted else None
+
+
+def _legacy_logprobs(body: dict[str, Any]) -> int | None:
+    # The legacy API's logprobs is an integer (alternatives per token), not a switch.
+    return _int(body, "logprobs", 0, MAX_TOP_LOGPROBS)
+
+
+def _messages(body: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages must be a non-empty list", param="messages")
+    out = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidRequest(f"messages[{i}] must be an object", param=f"messages[{i}]")
+        role = message.get("role")
+        if role not in _ROLES:
+            allowed = ", ".join(sorted(_ROLES))
+            raise InvalidRequest(f"messages[{i}].role must be one of {allowed}", param=f"messages[{i}].role")
+        # "developer" is the newer name of "system"; chat templates of open models know only the latter.
+        out.append({"role": "system" if role == "developer" else role, "content": _content(message, i)})
+    return tuple(out)
+
+
+def _content(message: dict[str, Any], i: int) -> str:
+    content = message.get("content")
+    if content is None and message.get("role") == "assistant":
+        return ""  # an assistant turn that only called tools
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not (
+                isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+            ):
+                raise InvalidRequest(
+                    f"messages[{i}].content: only text parts are supported", param=f"messages[{i}].content"
+                )
+            parts.append(part["text"])
+        return "".join(parts)
+    raise InvalidRequest(
+        f"messages[{i}].content must be a string or a list of text parts", param=f"messages[{i}].content"
+    )
+
+
+def _prompt(body: dict[str, Any]) -> str | tuple[int, ...]:
+    prompt = body.get("prompt")
+    # A batch of one is common in client libraries ([prompt] or [[ids]]); larger batches are refused.
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(_is_int(t) and t >= 0 for t in prompt):
+        return tuple(prompt)
+    if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str | list) for p in prompt):
+        raise InvalidRequest("only one prompt per request is supported", param="prompt")
+    raise InvalidRequest("prompt must be a string or a list of token ids", param="prompt")

@@ -1,0 +1,216 @@
+"""A job's events -> one OpenAI response: a JSON body, or an SSE stream.
+
+Headers: ``server-timing`` carries ``queue``, ``prefill`` and ``decode`` durations (ms) on JSON
+responses. A stream's headers leave before generation starts, so they carry only ``queue`` (the
+handler waits for the worker to pick the job up before answering, which makes the queue wait known).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from lossless.engine.engine import Delta
+from lossless.server import bodies
+from lossless.server.bodies import Head, LegacyLogprobs, Usage
+from lossless.server.protocol import ApiRequest
+from lossless.server.worker import Event, Failed, Finished, Job, Scored, Started
+
+
+def server_timing(queue_s: float | None, finished: Finished | None = None) -> str:
+    parts = [] if queue_s is None else [f"queue;dur={queue_s * 1e3:.3f}"]
+    if finished is not None:
+        if finished.prefill_s is not None:
+            parts.append(f"prefill;dur={finished.prefill_s * 1e3:.3f}")
+        parts.append(f"decode;dur={finished.decode_s * 1e3:.3f}")
+    return ", ".join(parts)
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    kind: str,
+    code: str | None = None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def watch_disconnect(receive: Receive, cancel: Callable[[], None]) -> None:
+    """Call ``cancel`` when the client goes away. Only while no response is being sent: a
+    ``StreamingResponse`` listens for the disconnect itself."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    cancel()
+
+
+async def until_started(job: Job, receive: Receive) -> Started | Failed | None:
+    """Wait for the worker to pick ``job`` up; None if the client left meanwhile (the job is cancelled)."""
+    watcher = asyncio.ensure_future(watch_disconnect(receive, job.cancel.set))
+    try:
+        event = await job.events.get()
+    finally:
+        watcher.cancel()
+    if job.cancel.is_set() or not isinstance(event, Started | Failed):
+        return None  # a job cancelled while queued ends with Finished("cancelled") and nothing else
+    return event
+
+
+@dataclass
+class Collected:
+    """What a whole job amounts to, for a JSON body (and, piece by piece, for stream chunks)."""
+
+    req: ApiRequest
+    prompt_text: str  # for echo and the first prompt token's text
+    text: list[str] = field(default_factory=list)
+    deltas: list[Delta] = field(default_factory=list)
+    chat_logprobs: list[dict[str, Any]] = field(default_factory=list)
+    legacy: LegacyLogprobs = field(default_factory=LegacyLogprobs)
+    started: Started | None = None
+    finished: Finished | None = None
+    failed: Failed | None = None
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Started):
+            self.started = event
+        elif isinstance(event, Scored):
+            first = bodies.first_token_text(self.prompt_text, event.logprobs)
+            self.legacy.add_prompt(first, event.logprobs)
+        elif isinstance(event, Delta):
+            self.deltas.append(event)
+            self.text.append(event.text)
+            if self.req.logprobs is not None:
+                if self.req.endpoint == "chat":
+                    self.chat_logprobs.extend(bodies.chat_logprobs(event.logprobs))
+                else:
+                    self.legacy.add_generated(event.logprobs)
+        elif isinstance(event, Finished):
+            self.finished = event
+        else:
+            self.failed = event
+
+
+async def complete(
+    req: ApiRequest, job: Job, head: Head, prompt_text: str, receive: Receive, headers: dict[str, str]
+) -> Response:
+    got = Collected(req, prompt_text)
+    if req.echo:
+        got.text.append(prompt_text)
+    watcher = asyncio.ensure_future(watch_disconnect(receive, job.cancel.set))
+    try:
+        while got.finished is None and got.failed is None:
+            got.add(await job.events.get())
+    finally:
+        watcher.cancel()
+    headers = {
+        **headers,
+        "server-timing": server_timing(got.started.queue_s if got.started else None, got.finished),
+    }
+    if got.finished is None:  # so got.failed is set: the engine raised
+        message = got.failed.message if got.failed else "generation failed"
+        return error_response(500, message, kind="server_error", headers=headers)
+    finish = _finish_reason(got.finished)
+    usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
+    if req.endpoint == "chat":
+        logprobs = got.chat_logprobs if req.logprobs is not None else None
+        body = bodies.chat_completion(head, "".join(got.text), finish, usage, logprobs)
+    else:
+        legacy = got.legacy if req.logprobs is not None else None
+        body = bodies.completion(head, "".join(got.text), finish, usage, legacy)
+    return JSONResponse(body, headers=headers)
+
+
+def _finish_reason(finished: Finished) -> str:
+    # "cancelled" only happens once the client is gone; nobody reads it, but keep the body OpenAI-shaped.
+    return "stop" if finished.finish_reason == "cancelled" else finished.finish_reason
+
+
+async def stream(req: ApiRequest, job: Job, head: Head, prompt_text: str) -> AsyncIterator[bytes]:
+    """SSE chunks after ``Started``: role (chat) or echo (completions) first, a chunk per delta, then
+    the usage-only chunk when asked, then ``[DONE]``."""
+    got = Collected(req, prompt_text)
+    chat, usage_field = req.endpoint == "chat", req.include_usage
+    if chat:
+        yield bodies.sse(
+            bodies.chat_chunk(head, {"role": "assistant", "content": ""}, with_usage=usage_field)
+        )
+    elif req.echo and job.score_top is None:
+        yield bodies.sse(bodies.completion_chunk(head, prompt_text, with_usage=usage_field))
+    while True:
+        event = await job.events.get()
+        got.add(event)
+        if isinstance(event, Scored):  # echo with logprobs: the prompt and its scores come first
+            logprobs = got.legacy.since(0)
+            yield bodies.sse(
+                bodies.completion_chunk(head, prompt_text, logprobs=logprobs, with_usage=usage_field)
+            )
+        elif isinstance(event, Delta) and _worth_a_chunk(req, event):
+            yield bodies.sse(_delta_chunk(got, event, head))
+        elif isinstance(event, Failed):
+            yield bodies.sse(
+                {"error": {"message": event.message, "type": "server_error", "param": None, "code": None}}
+            )
+            return
+        elif isinstance(event, Finished):
+            if not any(d.finish_reason for d in got.deltas[-1:]):  # e.g. max_tokens 0: no delta at all
+                yield bodies.sse(_delta_chunk(got, Delta("", finish_reason="length"), head))
+            break
+    if usage_field and got.finished is not None:
+        usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
+        yield bodies.sse(bodies.usage_chunk(head, usage, chat=chat))
+    yield bodies.DONE
+
+
+def _worth_a_chunk(req: ApiRequest, delta: Delta) -> bool:
+    # A delta whose text is held back (an incomplete UTF-8 character) would be an empty chunk, which
+    # clients may take for their first token; send it only when it carries logprobs or the end.
+    return (
+        bool(delta.text)
+        or delta.finish_reason is not None
+        or (req.logprobs is not None and bool(delta.logprobs))
+    )
+
+
+def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any]:
+    req, finish = got.req, delta.finish_reason
+    if finish == "cancelled":
+        finish = "stop"
+    if req.endpoint == "chat":
+        logprobs = bodies.chat_logprobs(delta.logprobs) if req.logprobs is not None else None
+        content = {"content": delta.text} if delta.text or finish is None else {}
+        return bodies.chat_chunk(
+            head, content, finish_reason=finish, logprobs=logprobs, with_usage=req.include_usage
+        )
+    start = len(got.legacy.tokens) - len(delta.logprobs)
+    legacy = got.legacy.since(start) if req.logprobs is not None else None
+    return bodies.completion_chunk(
+        head, delta.text, finish_reason=finish, logprobs=legacy, with_usage=req.include_usage
+    )
+
+
+class SSEResponse(StreamingResponse):
+    """Sets the job's cancel event however the response ends: finished, failed or the client gone.
+
+    Starlette ends a stream whose client disconnected by cancelling it, which may happen outside our
+    generator (while awaiting ``send``), so a ``finally`` in the generator is not enough.
+    """
+
+    def __init__(
+        self, content: AsyncIterator[bytes], cancel: Callable[[], None], headers: dict[str, str]
+    ) -> None:
+        super().__init__(content, media_type="text/event-stream", headers=headers)
+        self._cancel = cancel
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._cancel()

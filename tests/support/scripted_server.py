@@ -1,0 +1,224 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1, in its own process, for measuring the measurer.
+
+It answers every request with the script named by the request's last user message (or the default), and
+logs the perf_counter_ns time it received each request and wrote each event - the same system-wide
+monotonic clock the client reads - so tests compare measured times with the server's own send times.
+
+Control (same port): POST /_scripts {"default": script, "scripts": {key: script}}; GET /_log; DELETE /_log.
+A script is a dict: status, headers, head_delay, steps [[delay_s, kind, n_tokens]] with kind in
+content|reasoning|tool|role|malformed|error, usage ("final"|"each"|"none"), done, drop_after, body.
+Run: python scripted_server.py  -> prints the port on the first line of stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT: dict[str, Any] = {"steps": [[0.0, "content", 1]] * 4}
+STATE: dict[str, Any] = {"default": DEFAULT, "scripts": {}, "log": [], "n": 0}
+REASONS = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 404: "Not Found"}
+
+
+def _chunk_obj(api: str, kind: str, n: int, usage: dict[str, int] | None) -> dict[str, Any]:
+    text = "tok " * n
+    if api == "completions":
+        choices: list[Any] = [{"index": 0, "text": text, "finish_reason": None}]
+    else:
+        delta: dict[str, Any] = {
+            "content": {"content": text},
+            "reasoning": {"reasoning_content": text},
+            "tool": {"tool_calls": [{"index": 0, "function": {"arguments": text}}]},
+            "role": {"role": "assistant"},
+        }[kind]
+        choices = [{"index": 0, "delta": delta, "finish_reason": None}]
+    obj: dict[str, Any] = {"id": "x", "object": "chunk", "choices": choices}
+    if usage is not None:
+        obj["usage"] = usage
+    return obj
+
+
+def _sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _frame(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+async def _stream(writer: asyncio.StreamWriter, script: dict, api: str, entry: dict) -> None:
+    usage_mode = script.get("usage", "final")
+    total = 0
+    for i, (delay, kind, n) in enumerate(script["steps"]):
+        if script.get("drop_after") is not None and i >= script["drop_after"]:
+            writer.transport.abort()  # a dropped connection: no terminating chunk
+            entry["dropped"] = True
+            return
+        if delay:
+            await asyncio.sleep(delay)
+        if kind == "malformed":
+            payload = b"data: {not json\n\n"
+        elif kind == "error":
+            payload = _sse({"error": {"message": "scripted failure", "type": "server_error"}})
+        else:
+            total += n if kind != "role" else 0
+            each = {"prompt_tokens": 7, "completion_tokens": total} if usage_mode == "each" else None
+            payload = _sse(_chunk_obj(api, kind, n, each))
+        t = time.perf_counter_ns()
+        writer.write(_frame(payload))
+        entry["events"].append([t, kind, n])
+    final = _sse(
+        {"id": "x", "object": "chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    )
+    if api == "completions":
+        final = _sse(
+            {"id": "x", "object": "chunk", "choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}
+        )
+    tail = final if script.get("finish", True) else b""
+    if usage_mode in ("final", "each"):
+        tail += _sse(
+            {
+                "id": "x",
+                "object": "chunk",
+                "choices": [],
+                "usage": {"prompt_tokens": 7, "completion_tokens": total},
+            }
+        )
+    if script.get("done", True):
+        tail += b"data: [DONE]\n\n"
+    writer.write((_frame(tail) if tail else b"") + b"0\r\n\r\n")
+    entry["end_ns"] = time.perf_counter_ns()
+
+
+async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
+    key = (body.get("messages") or [{}])[-1].get("content") if "messages" in body else body.get("prompt")
+    script = STATE["scripts"].get(key, STATE["default"])
+    api = "completions" if path.endswith("/completions") and "chat" not in path else "chat"
+    STATE["n"] += 1
+    entry: dict[str, Any] = {"id": f"req-{STATE['n']}", "received_ns": time.perf_counter_ns(), "events": []}
+    STATE["log"].append(entry)
+    if script.get("head_delay"):
+        await asyncio.sleep(script["head_delay"])
+    if script.get("stagger_ms"):  # spread otherwise lock-step streams, as arrival times would
+        await asyncio.sleep((STATE["n"] % 16) * script["stagger_ms"] / 1000)
+    status = script.get("status", 200)
+    headers = [("x-request-id", entry["id"]), *script.get("headers", [])]
+    if status != 200 or not body.get("stream"):
+        content = script.get("body", "") if status != 200 else _whole(script, api)
+        data = content.encode()
+        head = [f"HTTP/1.1 {status} {REASONS.get(status, 'X')}", f"content-length: {len(data)}"]
+        head += ["content-type: application/json"] + [f"{k}: {v}" for k, v in headers]
+        await asyncio.sleep(sum(s[0] for s in script.get("steps", [])) if status == 200 else 0)
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
+        entry["end_ns"] = time.perf_counter_ns()
+        return
+    head = ["HTTP/1.1 200 OK", "content-type: text/event-stream", "transfer-encoding: chunked"]
+    head += [f"{k}: {v}" for k, v in headers]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+    entry["headers_ns"] = time.perf_counter_ns()
+    await _stream(writer, script, api, entry)
+
+
+def _whole(script: dict, api: str) -> str:
+    n = sum(s[2] for s in script["steps"] if s[1] == "content")
+    text = "tok " * n
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+    if api == "completions":
+        choice["text"] = text
+    else:
+        choice["message"] = {"role": "assistant", "content": text}
+    return json.dumps({"id": "x", "choices": [choice], "usage": {"prompt_tokens": 7, "completion_tokens": n}})
+
+
+async def _control(writer: asyncio.StreamWriter, method: str, path: str, body: bytes) -> None:
+    if method == "POST":
+        new = json.loads(body)
+        STATE["default"], STATE["scripts"] = new.get("default", DEFAULT), new.get("scripts", {})
+        STATE["metrics"] = new.get("metrics", [])
+    if method == "DELETE":
+        STATE["log"] = []
+    data = json.dumps(STATE["log"] if method == "GET" else {"ok": True}).encode()
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\ncontent-type: application/json\r\n\r\n%s"
+        % (len(data), data)
+    )
+
+
+def _metrics(writer: asyncio.StreamWriter) -> None:
+    texts = STATE.get("metrics") or []
+    if not texts:
+        writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+        return
+    data = (texts.pop(0) if len(texts) > 1 else texts[0]).encode()
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\ncontent-type: text/plain\r\n\r\n%s" % (len(data), data)
+    )
+
+
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while not writer.is_closing():
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            length = next(
+                (int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length:")), 0
+            )
+            raw = await reader.readexactly(length) if length else b""
+            if path.endswith("/metrics"):
+                _metrics(writer)
+            elif "/_" in path:
+                await _control(writer, method, path, raw)
+            else:
+                await _answer(writer, json.loads(raw), path)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main() -> None:
+    server = await asyncio.start_server(_handle, "127.0.0.1", 0, backlog=512)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+class ScriptedServer:
+    """The test side: starts this file in a subprocess; ``with ScriptedServer() as s: s.url``."""
+
+    def __enter__(self) -> ScriptedServer:
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__))], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+        self.root = f"http://127.0.0.1:{self.port}"
+        self.url = self.root + "/v1"
+        self.http = httpx.Client(base_url=self.root, trust_env=False, timeout=10)
+        return self
+
+    def script(self, default: dict | None = None, metrics: list[str] | None = None, **scripts: dict) -> None:
+        body = {"default": default or DEFAULT, "scripts": scripts, "metrics": metrics or []}
+        self.http.post("/_scripts", json=body).raise_for_status()
+        self.http.delete("/_log").raise_for_status()
+
+    def log(self) -> list[dict]:
+        return list(self.http.get("/_log").json())
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+        self.proc.terminate()
+        self.proc.wait(10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from lossless.records import RequestRecord, read_jsonl, write_jsonl
+
+
+def make(**kw: object) -> RequestRecord:
+    base: dict[str, object] = dict(
+        endpoint="a", request_index=0, attempt=0, prompt_id="p", prompt_class="short", api="chat",
+        stream=True, warmup=False, load="c=1", scheduled_ns=0, sent_ns=10, headers_ns=20,
+        event_ns=(30, 40), event_kinds="cu", event_tokens=(-1, 1), end_ns=50, status=200, error_kind=None,
+        error=None, retried=False, n_in=3, n_out=1, n_out_source="usage", n_reasoning=None,
+        finish_reason="stop", text="hé", reasoning_text="", tool_call_chars=0,
+        server_headers=(("x-request-id", "r1"),),
+    )  # fmt: skip
+    base.update(kw)
+    return RequestRecord(**base)  # type: ignore[arg-type]
+
+
+def test_jsonl_round_trip_is_exact(tmp_path: Path) -> None:
+    records = [make(), make(request_index=1, error_kind="http_429", status=429, event_ns=(), event_kinds="")]
+    write_jsonl(tmp_path / "r.jsonl", records)
+    assert list(read_jsonl(tmp_path / "r.jsonl")) == records
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 2
