@@ -24,6 +24,7 @@ from lossless.records import CONTENT, TOKEN_KINDS, RequestRecord
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
 SLO_METRICS = ("ttft", "tpot", "e2e", "ttfb")
 _BOOT = 1000  # bootstrap resamples
+_CI_STATS = ("p50", "p90", "p99")  # statistics given a bootstrap 95% CI
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,12 @@ def timing(r: RequestRecord) -> Timing:
     )
 
 
-def describe(values: Sequence[float] | np.ndarray, seed: int = 0) -> dict[str, Any]:
-    """n, mean, std, min, percentiles, max, cv, and a bootstrap 95% CI of the median."""
+def describe(values: Sequence[float] | np.ndarray, seed: int = 0, ci: bool = True) -> dict[str, Any]:
+    """n, mean, std, min, percentiles, max, cv, and bootstrap 95% CIs of p50, p90 and p99.
+
+    ``ci=False`` for values that are not one per request (inter-chunk gaps): gaps of one request are
+    correlated, and a bootstrap that resamples them one by one would claim too narrow an interval.
+    """
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return {"n": 0}
@@ -86,21 +91,24 @@ def describe(values: Sequence[float] | np.ndarray, seed: int = 0) -> dict[str, A
         out[name] = float(np.percentile(x, q))
     out["max"] = float(x.max())
     out["cv"] = out["std"] / out["mean"] if out["mean"] else None
-    lo, hi = _boot_ci(x, np.random.default_rng(seed))
-    out["p50_ci95"] = [lo, hi]
+    if ci:
+        boot = _boot_quantiles(x, np.random.default_rng(seed))
+        for name, row in zip(_CI_STATS, boot, strict=True):
+            out[f"{name}_ci95"] = [float(np.percentile(row, 2.5)), float(np.percentile(row, 97.5))]
     return out
 
 
-def _boot_medians(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    idx = rng.integers(0, x.size, size=(_BOOT, x.size))
-    return np.median(x[idx], axis=1)
-
-
-def _boot_ci(x: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+def _boot_quantiles(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """[len(_CI_STATS), _BOOT]: p50, p90, p99 of each bootstrap resample (in slices, to bound memory)."""
+    qs = [PERCENTILES[name] for name in _CI_STATS]
     if x.size < 2:
-        return float(x[0]), float(x[0])
-    m = _boot_medians(x, rng)
-    return float(np.percentile(m, 2.5)), float(np.percentile(m, 97.5))
+        return np.full((len(qs), _BOOT), float(x[0]))
+    per_slice = max(1, min(_BOOT, 2_000_000 // x.size))
+    parts = []
+    for start in range(0, _BOOT, per_slice):
+        idx = rng.integers(0, x.size, size=(min(per_slice, _BOOT - start), x.size))
+        parts.append(np.percentile(x[idx], qs, axis=1))
+    return np.concatenate(parts, axis=1)
 
 
 def parse_slo(text: str | None) -> dict[str, float]:
@@ -181,13 +189,13 @@ def summarize(
         if not r.warmup:
             groups.setdefault((r.endpoint, r.load), []).append(r)
     keys = sorted(groups, key=lambda k: (_load_order(records, k[1]), order.get(k[0], len(order))))
-    entries = [
-        _entry(name, load, groups[(name, load)], prices.get(name, (None, None)), slo or {}, stall_s, seed)
-        for name, load in keys
-    ]
-    for e in entries:
-        counters = (spec or {}).get((e["name"], e["load"]))
-        e["speculative"] = spec_stats(*counters) if counters else None
+    entries = []
+    for name, load in keys:
+        e = _entry(groups[(name, load)], prices.get(name, (None, None)), slo or {}, stall_s, seed)
+        counters = (spec or {}).get((name, load))
+        entries.append(
+            {"name": name, "load": load, **e, "speculative": spec_stats(*counters) if counters else None}
+        )
     return {
         "endpoints": entries,
         "comparisons": _comparisons(groups, keys, seed),
@@ -201,39 +209,50 @@ def _load_order(records: Sequence[RequestRecord], load: str) -> int:
 
 
 def _entry(
-    name: str,
-    load: str,
     attempts: list[RequestRecord],
     price: tuple[float | None, float | None],
     slo: Mapping[str, float],
     stall_s: float,
     seed: int,
+    by_class: bool = True,
 ) -> dict[str, Any]:
+    """One endpoint at one load (or one prompt class of it): counts, metrics, throughput, cost."""
     final = [r for r in attempts if not r.retried]
     ok = [r for r in final if r.ok]
     t = [timing(r) for r in ok]
-    errors: dict[str, int] = {}
-    for r in attempts:
-        if r.error_kind is not None:
-            errors[r.error_kind] = errors.get(r.error_kind, 0) + 1
-    stall_ms = stall_s * 1000.0
-    stalls = [[g for g in x.gaps if g > stall_ms] for x in t]
-    window = _window_s(attempts)
-    out_tokens = sum(r.n_out or 0 for r in ok)
+    entry: dict[str, Any] = {"requests": _requests(attempts, final)}
+    entry |= _metrics(ok, t, seed)
+    entry["stalls"] = _stalls(t, stall_s * 1000.0)
+    entry["window_s"] = window = _window_s(attempts)
+    entry["throughput"] = _throughput(ok, t, window, slo)
+    entry["server_ms"] = _server(ok, seed)
+    entry["cost_per_ok_request_usd"] = _cost(attempts, len(ok), price)
+    if by_class:
+        classes: dict[str, list[RequestRecord]] = {}
+        for r in attempts:
+            classes.setdefault(r.prompt_class, []).append(r)
+        # in the order the workload first sent them (len-100, len-1k, len-10k), not alphabetical
+        first = sorted(classes, key=lambda c: min(r.request_index for r in classes[c]))
+        entry["classes"] = {c: _entry(classes[c], price, slo, stall_s, seed, by_class=False) for c in first}
+    return entry
 
-    def d(values: Iterable[float | None]) -> dict[str, Any]:
-        return describe([v for v in values if v is not None], seed)
 
-    entry: dict[str, Any] = {
-        "name": name,
-        "load": load,
-        "requests": {
-            "ok": len(ok),
-            "failed": sum(1 for r in final if not r.ok and r.error_kind != "cancelled"),
-            "cancelled": sum(1 for r in final if r.error_kind == "cancelled"),
-            "attempts": len(attempts),
-            "errors": dict(sorted(errors.items())),
-        },
+def _requests(attempts: Sequence[RequestRecord], final: Sequence[RequestRecord]) -> dict[str, Any]:
+    errors = _count(r.error_kind for r in attempts if r.error_kind is not None)
+    return {
+        "ok": sum(1 for r in final if r.ok),
+        "failed": sum(1 for r in final if not r.ok and r.error_kind != "cancelled"),
+        "cancelled": sum(1 for r in final if r.error_kind == "cancelled"),
+        "attempts": len(attempts),
+        "errors": dict(sorted(errors.items())),
+    }
+
+
+def _metrics(ok: Sequence[RequestRecord], t: Sequence[Timing], seed: int) -> dict[str, Any]:
+    def d(values: Iterable[float | None], ci: bool = True) -> dict[str, Any]:
+        return describe([v for v in values if v is not None], seed, ci)
+
+    return {
         "ttfb_ms": d(x.ttfb for x in t),
         "ttft_ms": d(x.ttft for x in t),
         "ttfc_ms": d(x.ttfc for x in t),
@@ -242,27 +261,34 @@ def _entry(
         "e2e_ms": d(x.e2e for x in t),
         "e2e_from_schedule_ms": d(x.from_schedule for x in t),
         "queue_delay_ms": d(x.queue for x in t),
-        "inter_chunk_ms": d(g for x in t for g in x.gaps),
-        "itl_ms": d(g for x in t for g in x.itl),
+        "inter_chunk_ms": d((g for x in t for g in x.gaps), ci=False),
+        "itl_ms": d((g for x in t for g in x.itl), ci=False),
         "n_out": d(r.n_out for r in ok),
+        # "usage", "tokenizer:NAME" or "none"; with "none" there is no TPOT or output speed, by design
         "n_out_sources": _count(r.n_out_source for r in ok),
-        "stalls": {
-            "count": sum(len(s) for s in stalls),
-            "requests_with_stalls": sum(1 for s in stalls if s),
-            "total_s": sum(sum(s) for s in stalls) / 1000.0,
-        },
-        "window_s": window,
-        "throughput": {
-            "output_tokens_per_s": out_tokens / window if window else None,
-            "requests_per_s": len(ok) / window if window else None,
-            "goodput_requests_per_s": (sum(1 for x in t if meets(x, slo)) / window if window else None)
-            if slo
-            else None,
-        },
-        "server_ms": _server(ok, seed),
-        "cost_per_ok_request_usd": _cost(attempts, len(ok), price),
     }
-    return entry
+
+
+def _stalls(t: Sequence[Timing], threshold_ms: float) -> dict[str, Any]:
+    stalls = [[g for g in x.gaps if g > threshold_ms] for x in t]
+    return {
+        "count": sum(len(s) for s in stalls),
+        "requests_with_stalls": sum(1 for s in stalls if s),
+        "total_s": sum(sum(s) for s in stalls) / 1000.0,
+    }
+
+
+def _throughput(
+    ok: Sequence[RequestRecord], t: Sequence[Timing], window: float | None, slo: Mapping[str, float]
+) -> dict[str, float | None]:
+    if not window:
+        return {"output_tokens_per_s": None, "requests_per_s": None, "goodput_requests_per_s": None}
+    good = sum(1 for x in t if meets(x, slo)) / window if slo else None
+    return {
+        "output_tokens_per_s": sum(r.n_out or 0 for r in ok) / window,
+        "requests_per_s": len(ok) / window,
+        "goodput_requests_per_s": good,
+    }
 
 
 def _count(items: Iterable[str]) -> dict[str, int]:
@@ -305,13 +331,14 @@ def _cost(
     return total / 1e6 / n_ok
 
 
-_COMPARED = (("output_tps", "median output speed"), ("ttft_ms", "median TTFT"), ("e2e_ms", "median E2E"))
+_COMPARED = (("output_tps", "output speed"), ("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))
 
 
 def _comparisons(
     groups: Mapping[tuple[str, str], list[RequestRecord]], keys: Sequence[tuple[str, str]], seed: int
 ) -> list[dict[str, Any]]:
-    """Each endpoint against the first at the same load: ratio of medians with a bootstrap 95% CI."""
+    """Each endpoint against the first at the same load: ratios of p50, p90 and p99, each with a bootstrap
+    95% CI (the two endpoints resampled independently)."""
     out: list[dict[str, Any]] = []
     loads = list(dict.fromkeys(load for _, load in keys))
     for load in loads:
@@ -320,23 +347,22 @@ def _comparisons(
         for other in names[1:]:
             for metric, words in _COMPARED:
                 a, b = _metric(per[names[0]], metric), _metric(per[other], metric)
-                if a.size < 2 or b.size < 2 or np.median(a) == 0:
+                if a.size < 2 or b.size < 2:
                     continue
                 rng = np.random.default_rng(seed)
-                boot = _boot_medians(b, rng) / np.maximum(_boot_medians(a, rng), 1e-12)
-                ratio = float(np.median(b) / np.median(a))
-                lo, hi = float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
-                out.append(
-                    {
-                        "load": load,
-                        "metric": metric,
-                        "baseline": names[0],
-                        "other": other,
-                        "ratio": ratio,
-                        "ci95": [lo, hi],
-                        "text": f"{other}'s {words} is {ratio:.2f}x {names[0]}'s (95% CI {lo:.2f}-{hi:.2f})",
-                    }
-                )
+                boot_a, boot_b = _boot_quantiles(a, rng), _boot_quantiles(b, rng)
+                for i, stat in enumerate(_CI_STATS):
+                    base = float(np.percentile(a, PERCENTILES[stat]))
+                    if base == 0:
+                        continue
+                    ratio = float(np.percentile(b, PERCENTILES[stat])) / base
+                    boot = boot_b[i] / np.maximum(boot_a[i], 1e-12)
+                    lo, hi = float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
+                    text = f"{other}'s {stat} {words} is {ratio:.2f}x {names[0]}'s (95% CI {lo:.2f}-{hi:.2f})"
+                    out.append(
+                        {"load": load, "metric": metric, "stat": stat, "baseline": names[0], "other": other,
+                         "ratio": ratio, "ci95": [lo, hi], "text": text}
+                    )  # fmt: skip
     return out
 
 

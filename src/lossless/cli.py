@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from lossless import __version__
-from lossless.errors import LosslessError, UsageError
+from lossless.errors import LosslessError
 
 
 def _friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -115,113 +115,88 @@ def serve(model: str | None, host: str, port: int, dtype: str, max_queue: int, t
 @click.option("--warmup", default=0, show_default=True, type=click.IntRange(0), help="Unmeasured requests.")
 @click.option("--retries", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--timeout-connect", default=10.0, show_default=True, type=click.FloatRange(0, min_open=True))
-@click.option("--timeout-first-token", default=60.0, show_default=True, type=click.FloatRange(0))
+@click.option(
+    "--timeout-first-token", default=60.0, show_default=True, type=click.FloatRange(0), help="0 = none."
+)
 @click.option("--timeout-total", default=600.0, show_default=True, type=click.FloatRange(0, min_open=True))
 @click.option("--slo", default=None, help="Goodput objectives in ms, e.g. ttft=500,tpot=50,e2e=5000.")
 @click.option("--stall-threshold", default=1.0, show_default=True, type=click.FloatRange(0, min_open=True))
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--tokenizer",
+    default=None,
+    help="Count output tokens when a server sends no usage: tokenizer.json, GGUF or embedded model name.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Summary as JSON on stdout (the table goes to stderr).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write records and summaries here.")
 @_friendly_errors
 def bench(urls: tuple[str, ...], **opts: Any) -> None:
     """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
-    from lossless.analyze import parse_slo
+    from lossless import bench as stage
 
-    slo = parse_slo(opts["slo"])
-    if urls or opts["endpoints_file"]:
-        _bench(_bench_config(urls, opts, None), slo, opts)
-        return
-    from lossless.config import ServeConfig
-    from lossless.server.launch import start_embedded
-
-    with start_embedded(ServeConfig(port=0, model=opts["model"])) as base_url:
-        _bench(_bench_config((base_url,), opts, "embedded"), slo, opts)
-
-
-def _bench_config(urls: tuple[str, ...], opts: dict[str, Any], embedded: str | None) -> Any:
-    import random
-
-    from lossless import endpoints as ep
-    from lossless.client.call import CallOptions
-    from lossless.run import BenchConfig, LoadLevel
-    from lossless.workload.prompts import prompts
-
-    if urls and opts["endpoints_file"]:
-        raise UsageError("give endpoint URLs or --endpoints FILE, not both")
-    if embedded:
-        found: tuple[ep.Endpoint, ...] = (ep.Endpoint(embedded, urls[0], _served_model(urls[0])),)
-    else:
-        found = ep.load_toml(opts["endpoints_file"]) if opts["endpoints_file"] else ()
-        found = found or ep.from_urls(urls, opts["model"], opts["api_key_env"])
-    for endpoint in found:
-        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
-    prompts(opts["suite"], random.Random(0))  # an unknown suite fails before any traffic
-    if opts["rate"] is not None and opts["concurrency"] is not None:
-        raise UsageError("choose --concurrency (closed loop) or --rate (open loop), not both")
-    if opts["rate"] is not None:
-        loads: tuple[LoadLevel, ...] = (LoadLevel(rate=opts["rate"], burstiness=opts["burstiness"]),)
-    else:
-        levels = _int_list(opts["concurrency"] or "1", "--concurrency")
-        loads = tuple(LoadLevel(concurrency=c) for c in levels)
-    requests = opts["requests"] if opts["requests"] or opts["duration"] else 20
-    call = CallOptions(
-        opts["api"], opts["stream"], opts["max_tokens"], opts["timeout_first_token"], opts["timeout_total"]
-    )
-    out: Path | None = opts["out_dir"]
-    return BenchConfig(
-        endpoints=found, call=call, suite=opts["suite"], loads=loads, requests=requests,
-        duration=opts["duration"], warmup=opts["warmup"], retries=opts["retries"],
-        connect_timeout=opts["timeout_connect"], seed=opts["seed"],
-        records_path=None if out is None else out / "records.jsonl",
-    )  # fmt: skip
-
-
-def _served_model(base_url: str) -> str:
-    """The name the embedded server answers to (it rejects any other)."""
-    import json
-    import urllib.request
-
-    # No proxy: one from the environment must not sit between us and our own loopback server.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(base_url + "/models", timeout=10) as resp:
-        return str(json.load(resp)["data"][0]["id"])
-
-
-def _int_list(text: str, option: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"{option} wants integers like 1,4,16, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise UsageError(f"{option} wants positive integers like 1,4,16, got {text!r}")
-    return values
-
-
-def _bench(config: Any, slo: dict[str, float], opts: dict[str, Any]) -> None:
-    import asyncio
-
-    from rich.console import Console
-
-    from lossless.analyze import summarize
-    from lossless.report import files, terminal
-    from lossless.run import run_bench
-
-    if config.records_path is not None and config.records_path.exists():
-        config.records_path.unlink()  # a fresh run; records are appended as they finish
-    result = asyncio.run(run_bench(config))
-    prices = {e.name: (e.price_in, e.price_out) for e in config.endpoints}
-    summary = summarize(result.records, prices, spec=result.spec, slo=slo, stall_s=opts["stall_threshold"])
-    summary["interrupted"] = result.interrupted
-    console = Console(stderr=opts["as_json"])
-    if not console.is_terminal:
-        console.width = 170  # files and pipes get the whole table, not 80 columns
-    terminal.render(summary, console)
-    if opts["as_json"]:
-        click.echo(files.to_json(summary))
-    if opts["out_dir"] is not None:
-        files.write(summary, opts["out_dir"])
-    if result.interrupted:
+    options = stage.BenchOptions(urls=urls, **opts)
+    summary = stage.run(options)
+    stage.report(summary, options)
+    if summary["interrupted"]:
         sys.exit(130)
+
+
+# --- probe ------------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("url", required=False)
+@click.option("--model", default=None, help="Model name sent to URL (the embedded model without a URL).")
+@click.option("--api-key-env", default=None, help="Environment variable holding URL's API key.")
+@click.option("--repeats", default=4, show_default=True, type=click.IntRange(2, 50), help="Requests per arm.")
+@click.option("--max-tokens", default=64, show_default=True, type=click.IntRange(8))
+@click.option("--json", "as_json", is_flag=True, help="Checks as JSON on stdout (the table goes to stderr).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write probe.json here.")
+@_friendly_errors
+def probe(url: str | None, **opts: Any) -> None:
+    """Which request parameters does an endpoint honour? (none given: the embedded server)"""
+    from lossless.probe import stage
+
+    config = stage.probe_config(url, opts)
+    result = stage.run_probe(config)
+    stage.render(result, stage.console(opts["as_json"]))
+    if opts["as_json"]:
+        click.echo(stage.to_json(result))
+    if config.out_dir is not None:
+        stage.write(result, config.out_dir)
+
+
+# --- verify -----------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("baseline", required=False)
+@click.argument("candidate", required=False)
+@click.option("--model", default=None, help="Model name sent to both (the embedded model without URLs).")
+@click.option("--candidate-model", default=None, help="Model name sent to CANDIDATE (default: --model).")
+@click.option("--api-key-env", default=None, help="Environment variable holding BASELINE's API key.")
+@click.option("--candidate-api-key-env", default=None, help="CANDIDATE's (default: --api-key-env).")
+@click.option("--budget", default="default", show_default=True, help="small|default|large or PxSxT.")
+@click.option("--api", default="completions", show_default=True, type=click.Choice(["completions", "chat"]))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Verdict as JSON on stdout (the table goes to stderr).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write verify.json here.")
+@_friendly_errors
+def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
+    """Does CANDIDATE serve the same model as BASELINE? Exit 0 equivalent, 1 different, 3 inconclusive.
+
+    With no URLs: the embedded engine's speculative decoding against its plain decoding."""
+    from lossless.probe.stage import console
+    from lossless.verify import stage
+
+    config = stage.verify_config(baseline, candidate, opts)
+    result = stage.run_verify(config)
+    stage.render(result, console(opts["as_json"]))
+    if opts["as_json"]:
+        click.echo(stage.to_json(result))
+    if opts["out_dir"] is not None:
+        stage.write(result, opts["out_dir"])
+    sys.exit(stage.EXIT_CODES[result.verdict])
 
 
 if __name__ == "__main__":

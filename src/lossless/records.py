@@ -46,7 +46,7 @@ class RequestRecord:
     retried: bool  # this attempt failed and another followed
     n_in: int | None  # usage.prompt_tokens
     n_out: int | None  # output tokens
-    n_out_source: str  # "usage" or "none"
+    n_out_source: str  # "usage", "tokenizer:NAME" (whole text, counted after the run) or "none"
     n_reasoning: int | None  # usage.completion_tokens_details.reasoning_tokens
     finish_reason: str | None
     text: str  # answer text

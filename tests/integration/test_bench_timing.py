@@ -4,7 +4,9 @@ and every failure kind is classified as data."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,14 +19,21 @@ from lossless.records import RequestRecord
 from lossless.run import BenchConfig, LoadLevel, run_bench
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-from scripted_server import ScriptedServer
+from scripted_server import ScriptedServer, StallSentinel, cpu_stall_us
 
 MS = 1e6
+_NCPU = os.cpu_count() or 1
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallSentinel]:
+    with StallSentinel(tmp_path_factory.mktemp("sentinel")) as s:
         yield s
 
 
@@ -34,8 +43,25 @@ def _prompt_file(tmp_path: Path, *keys: str) -> str:
     return f"file:{path}"
 
 
+class StallClock:
+    """perf_counter_ns, remembering the machine's CPU stall counter at every reading the client takes."""
+
+    def __init__(self) -> None:
+        self.stall_us: dict[int, int] = {}
+
+    def __call__(self) -> int:
+        t = time.perf_counter_ns()
+        self.stall_us[t] = cpu_stall_us()  # read after the time: the window [send, receive] is inside
+        return t
+
+
 def _bench(
-    server: ScriptedServer, suite: str, n: int, concurrency: int = 1, **kw: object
+    server: ScriptedServer,
+    suite: str,
+    n: int,
+    concurrency: int = 1,
+    clock: StallClock | None = None,
+    **kw: object,
 ) -> list[RequestRecord]:
     call = kw.pop("call", CallOptions("chat", True, 64, 10.0, 20.0))
     cfg = BenchConfig(
@@ -46,45 +72,60 @@ def _bench(
         requests=n,
         **kw,  # type: ignore[arg-type]
     )
-    return asyncio.run(run_bench(cfg)).records
+    return asyncio.run(run_bench(cfg, clock or time.perf_counter_ns)).records
 
 
 def _by_id(server: ScriptedServer) -> dict[str, dict]:
     return {e["id"]: e for e in server.log()}
 
 
-def _check_against_server(records: list[RequestRecord], log: dict[str, dict], tol_ms: float) -> None:
-    """Measured TTFT, TPOT and E2E against the same quantities from the server's own send times.
+def _check_against_server(
+    records: list[RequestRecord],
+    log: dict[str, dict],
+    clock: StallClock,
+    sentinel: StallSentinel,
+    tol_ms: float,
+) -> dict[str, float]:
+    """Every request's measured TTFT, TPOT and E2E against the same quantities from the server's own send
+    times, and every event's arrival time against its send time: late by at most ``tol_ms``.
 
-    The client can only be late (never early), by as long as the OS or its own work kept it from reading;
-    on a busy shared 2-core machine that happens now and then, so the median must be within tol/2, three
-    quarters within tol and all within 10x tol: a wrong definition or a timestamp taken in the wrong place
-    is off on every request, and a lost event shows as a late one.
+    Server and client read one clock (perf_counter_ns is CLOCK_MONOTONIC, shared by processes), so
+    ``client time - server send time`` is the client's lateness: the kernel handing over the bytes, the
+    event loop getting to them, our parsing. Not the client's error, and so not counted: time during
+    which the machine had runnable tasks waiting for a CPU (Linux PSI, read by the server at each send
+    and by the client at each reading), and time during which a process that only sleeps and wakes was
+    not run (``StallSentinel``: it also sees the virtual machine itself paused by a loaded host, which
+    nothing inside the machine accounts for). On a quiet machine - CI - both are zero: the bound is strict.
     """
-    errors: list[float] = []
+    worst, excused = 0.0, 0.0
+
+    def late(client_ns: int, sent_ns: int, sent_stall_us: int) -> tuple[float, float]:
+        # PSI's machine-wide "some" averages its CPUs (weighted by busy time), so one task's wait on one
+        # CPU can show as little as 1/ncpu of itself: ncpu x the counter bounds it from above.
+        cpu_wait = _NCPU * max(0, clock.stall_us[client_ns] - sent_stall_us) / 1000.0
+        excuse = max(cpu_wait, sentinel.stalled_ms(sent_ns, client_ns))
+        return (client_ns - sent_ns) / MS, tol_ms + excuse
+
     for r in records:
         assert r.ok, r.error
         entry = log[dict(r.server_headers)["x-request-id"]]
-        sent = [t for t, _, _ in entry["events"]]
+        sent = entry["events"]
         token_times = [t for t, k in zip(r.event_ns, r.event_kinds, strict=True) if k in "crt"]
-        assert len(token_times) == len(sent)
-        assert all(
-            c >= s for c, s in zip(token_times, sent, strict=True)
-        )  # nothing arrives before it is sent
-        assert entry["received_ns"] >= r.sent_ns  # (the gap includes connecting: TTFB and TTFT count it too)
+        assert len(token_times) == len(sent) and r.end_ns is not None
+        checks = [late(c, s, stall) for c, (s, _, _, stall, _) in zip(token_times, sent, strict=True)]
+        checks.append(late(r.end_ns, entry["end_ns"], entry["end_stall_us"]))
+        for lateness, bound in checks:
+            assert 0 <= lateness <= bound, (r.prompt_id, lateness, bound, checks)
+            worst, excused = max(worst, lateness), max(excused, bound - tol_ms)
         t = timing(r)
-        assert t.ttft is not None and t.tpot is not None and r.n_out is not None and r.end_ns is not None
-        errors.append(t.ttft - (sent[0] - r.sent_ns) / MS)
-        errors.append(t.e2e - (entry["end_ns"] - r.sent_ns) / MS)
-        errors.append((t.tpot - (sent[-1] - sent[0]) / MS / (r.n_out - 1)) * (r.n_out - 1))
-    errors.sort()
-    within = sum(1 for e in errors if 0 <= e <= tol_ms) / len(errors)
-    median = errors[len(errors) // 2]
-    assert median <= tol_ms / 2 and within >= 0.75 and max(errors) <= 10 * tol_ms, (
-        median,
-        within,
-        errors[-5:],
-    )
+        assert t.ttft is not None and t.tpot is not None and r.n_out is not None
+        ttft_err = t.ttft - (sent[0][0] - r.sent_ns) / MS
+        e2e_err = t.e2e - (entry["end_ns"] - r.sent_ns) / MS
+        tpot_err = t.tpot - (sent[-1][0] - sent[0][0]) / MS / (r.n_out - 1)
+        assert 0 <= ttft_err <= checks[0][1] and 0 <= e2e_err <= checks[-1][1]
+        assert abs(tpot_err) <= max(checks[0][1], checks[-2][1]) / (r.n_out - 1)
+        assert entry["received_ns"] >= r.sent_ns  # (the gap includes connecting: TTFB and TTFT count it too)
+    return {"worst_ms": worst, "most_excused_ms": excused}
 
 
 # first token after 50 ms, then 5 tokens 10 ms apart, one chunk holding 3 tokens, a 120 ms stall
@@ -95,10 +136,13 @@ STEADY = {
 }
 
 
-def test_concurrency_1_matches_server_send_times_within_2ms(server: ScriptedServer, tmp_path: Path) -> None:
+def test_concurrency_1_matches_server_send_times_within_2ms(
+    server: ScriptedServer, sentinel: StallSentinel
+) -> None:
     server.script(STEADY)
-    records = _bench(server, "short", 10)
-    _check_against_server(records, _by_id(server), tol_ms=2.0)
+    clock = StallClock()
+    records = _bench(server, "short", 10, clock=clock)
+    _check_against_server(records, _by_id(server), clock, sentinel, tol_ms=2.0)
     for r in records:
         t = timing(r)
         assert r.n_out == 10 and r.n_out_source == "usage"
@@ -109,13 +153,16 @@ def test_concurrency_1_matches_server_send_times_within_2ms(server: ScriptedServ
     assert summary["endpoints"][0]["stalls"]["count"] == 10
 
 
-def test_concurrency_64_matches_server_send_times_within_5ms(server: ScriptedServer) -> None:
+def test_concurrency_64_matches_server_send_times_within_5ms(
+    server: ScriptedServer, sentinel: StallSentinel
+) -> None:
     # 64 streams that end in the same millisecond make the client start 64 requests at once (~0.1 ms
     # each); a 1 ms stagger, as real arrivals would have, keeps that burst out of the measured events.
     server.script({"steps": [[0.1, "content", 1]] + [[0.03, "content", 1]] * 9, "stagger_ms": 1})
-    records = _bench(server, "short", 64, concurrency=64)
+    clock = StallClock()
+    records = _bench(server, "short", 64, concurrency=64, clock=clock)
     assert len(records) == 64
-    _check_against_server(records, _by_id(server), tol_ms=5.0)
+    _check_against_server(records, _by_id(server), clock, sentinel, tol_ms=5.0)
 
 
 def test_reasoning_tool_calls_and_usage_per_chunk(server: ScriptedServer, tmp_path: Path) -> None:

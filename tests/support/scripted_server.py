@@ -3,6 +3,8 @@
 It answers every request with the script named by the request's last user message (or the default), and
 logs the perf_counter_ns time it received each request and wrote each event - the same system-wide
 monotonic clock the client reads - so tests compare measured times with the server's own send times.
+Beside each send time it logs the machine's CPU stall counter (``cpu_stall_us``), so a test can tell the
+client's own lateness from time the kernel kept runnable tasks waiting for a CPU.
 
 Control (same port): POST /_scripts {"default": script, "scripts": {key: script}}; GET /_log; DELETE /_log.
 A script is a dict: status, headers, head_delay, steps [[delay_s, kind, n_tokens]] with kind in
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -25,6 +28,25 @@ import httpx
 DEFAULT: dict[str, Any] = {"steps": [[0.0, "content", 1]] * 4}
 STATE: dict[str, Any] = {"default": DEFAULT, "scripts": {}, "log": [], "n": 0}
 REASONS = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 404: "Not Found"}
+
+
+_PSI = "/proc/pressure/cpu"
+_psi_fd: int | None = None
+
+
+def cpu_stall_us() -> int:
+    """Microseconds, since boot, during which some runnable task on this machine waited for a CPU
+    (Linux pressure-stall information, "some" line); 0 where the kernel does not provide it."""
+    global _psi_fd
+    if _psi_fd is None:
+        try:
+            _psi_fd = os.open(_PSI, os.O_RDONLY)
+        except OSError:
+            _psi_fd = -1
+    if _psi_fd < 0:
+        return 0
+    first_line = os.pread(_psi_fd, 128, 0).split(b"\n", 1)[0]
+    return int(first_line.rsplit(b"total=", 1)[1])
 
 
 def _chunk_obj(api: str, kind: str, n: int, usage: dict[str, int] | None) -> dict[str, Any]:
@@ -71,9 +93,10 @@ async def _stream(writer: asyncio.StreamWriter, script: dict, api: str, entry: d
             total += n if kind != "role" else 0
             each = {"prompt_tokens": 7, "completion_tokens": total} if usage_mode == "each" else None
             payload = _sse(_chunk_obj(api, kind, n, each))
+        stall = cpu_stall_us()  # read before the send time: the window [send, receive] is inside
         t = time.perf_counter_ns()
         writer.write(_frame(payload))
-        entry["events"].append([t, kind, n])
+        entry["events"].append([t, kind, n, stall, time.perf_counter_ns()])
     final = _sse(
         {"id": "x", "object": "chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     )
@@ -93,8 +116,10 @@ async def _stream(writer: asyncio.StreamWriter, script: dict, api: str, entry: d
         )
     if script.get("done", True):
         tail += b"data: [DONE]\n\n"
-    writer.write((_frame(tail) if tail else b"") + b"0\r\n\r\n")
+    # Stamped before the write, like every event: after it, the client may already have read the bytes.
+    entry["end_stall_us"] = cpu_stall_us()
     entry["end_ns"] = time.perf_counter_ns()
+    writer.write((_frame(tail) if tail else b"") + b"0\r\n\r\n")
 
 
 async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
@@ -192,6 +217,59 @@ async def main() -> None:
         await server.serve_forever()
 
 
+def _sentinel(out: Path, cpu: int, period_ns: int = 500_000, slack_ns: int = 300_000) -> None:
+    """On one CPU, sleep 0.5 ms at a time, forever; write down every wake-up later than the timer's slack.
+
+    A process that only sleeps and wakes is late only when its CPU does not run it: busy with others
+    (which pressure-stall information also sees) or the virtual CPU itself not running (which nothing
+    inside the machine sees, and which a loaded host does to shared VMs for milliseconds at a time)."""
+    os.sched_setaffinity(0, {cpu})
+    with out.open("w") as f:
+        while True:
+            t0 = time.perf_counter_ns()
+            time.sleep(period_ns / 1e9)
+            t1 = time.perf_counter_ns()
+            if t1 - t0 - period_ns > slack_ns:
+                f.write(f"{t0 + period_ns} {t1}\n")
+                f.flush()
+
+
+class StallSentinel:
+    """The test side of ``_sentinel``, one per CPU: ``with StallSentinel(dir) as s: s.stalled_ms(a, b)``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.cpus = sorted(os.sched_getaffinity(0))
+        self.paths = [folder / f"stalls-{cpu}.txt" for cpu in self.cpus]
+
+    def __enter__(self) -> StallSentinel:
+        self.procs = [
+            subprocess.Popen([sys.executable, str(Path(__file__)), "--sentinel", str(path), str(cpu)])
+            for cpu, path in zip(self.cpus, self.paths, strict=True)
+        ]
+        # Starting Python takes the CPUs for ~100 ms: measure nothing until the sentinels sleep.
+        deadline = time.monotonic() + 30
+        while not all(path.exists() for path in self.paths) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def stalled_ms(self, start_ns: int, end_ns: int) -> float:
+        """How long, within [start_ns, end_ns], some CPU's sentinel should have been running and was not
+        (the most over CPUs: which CPU the client was on is not known)."""
+        most = 0
+        for path in self.paths:
+            total = 0
+            for line in path.read_text().splitlines() if path.exists() else ():
+                a, b = (int(x) for x in line.split())
+                total += max(0, min(b, end_ns) - max(a, start_ns))
+            most = max(most, total)
+        return most / 1e6
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.terminate()
+            proc.wait(10)
+
+
 class ScriptedServer:
     """The test side: starts this file in a subprocess; ``with ScriptedServer() as s: s.url``."""
 
@@ -221,4 +299,7 @@ class ScriptedServer:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    if sys.argv[1:2] == ["--sentinel"]:
+        _sentinel(Path(sys.argv[2]), int(sys.argv[3]))
+    else:
+        asyncio.run(main())

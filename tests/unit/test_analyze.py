@@ -101,10 +101,20 @@ def test_describe_and_bootstrap() -> None:
     assert d["cv"] == pytest.approx(x.std(ddof=1) / x.mean())
     lo, hi = d["p50_ci95"]
     assert lo < 50.5 < hi and hi - lo < 25
+    for stat in ("p90", "p99"):  # the tails get intervals too, around their point estimates
+        lo, hi = d[f"{stat}_ci95"]
+        assert lo <= d[stat] <= hi and lo < hi
+    assert d["p99_ci95"][0] > d["p50_ci95"][1]
+    assert "p50_ci95" not in describe(x, ci=False)
     assert describe([]) == {"n": 0}
 
 
-def test_comparison_ratio_of_medians() -> None:
+def test_bootstrap_of_many_values_stays_in_bounded_memory() -> None:
+    d = describe(np.random.default_rng(1).exponential(size=50_000))
+    assert d["p99_ci95"][0] < d["p99"] < d["p99_ci95"][1]
+
+
+def test_comparison_ratios_of_medians_and_tails() -> None:
     ok = run_call([delta("a"), delta("b"), USAGE + DONE], [0, 1, 1_000_000, 11_000_000])
     fast = [ok.__class__(**{**ok.__dict__, "request_index": i}) for i in range(20)]
     slow_events = (1_000_000, 41_000_000, 41_000_000)
@@ -112,9 +122,23 @@ def test_comparison_ratio_of_medians() -> None:
         ok.__class__(**{**ok.__dict__, "endpoint": "b", "event_ns": slow_events, "end_ns": 41_000_000})
     ] * 20
     s = summarize(fast + slow, {"e": (None, None), "b": (None, None)})
-    (c,) = [c for c in s["comparisons"] if c["metric"] == "output_tps"]
-    assert c["ratio"] == pytest.approx(0.25) and c["ci95"][0] <= 0.25 <= c["ci95"][1]
-    assert "b's median output speed is 0.25x e's" in c["text"]
+    compared = {c["stat"]: c for c in s["comparisons"] if c["metric"] == "output_tps"}
+    assert set(compared) == {"p50", "p90", "p99"}
+    for c in compared.values():
+        assert c["ratio"] == pytest.approx(0.25) and c["ci95"][0] <= 0.25 <= c["ci95"][1]
+    assert "b's p50 output speed is 0.25x e's" in compared["p50"]["text"]
+
+
+def test_classes_get_the_same_metric_objects() -> None:
+    ok = run_call([delta("a"), delta("b"), USAGE + DONE], [0, 1, 1_000_000, 11_000_000])
+    short = [ok.__class__(**{**ok.__dict__, "request_index": i}) for i in range(4)]
+    long = [ok.__class__(**{**ok.__dict__, "prompt_class": "long", "end_ns": 99_000_000})] * 2
+    (entry,) = summarize(short + long, {"e": (None, None)})["endpoints"]
+    assert set(entry["classes"]) == {"short", "long"}
+    assert entry["classes"]["short"]["requests"]["ok"] == 4
+    assert entry["classes"]["long"]["e2e_ms"]["p50"] == 99
+    assert set(entry["classes"]["long"]) == set(entry) - {"name", "load", "speculative", "classes"}
+    assert entry["e2e_ms"]["n"] == 6
 
 
 def test_parse_slo() -> None:

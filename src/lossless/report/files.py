@@ -32,6 +32,7 @@ def to_csv(summary: dict[str, Any]) -> str:
     header = [
         "name",
         "load",
+        "class",
         "ok",
         "failed",
         "cancelled",
@@ -45,13 +46,21 @@ def to_csv(summary: dict[str, Any]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     for e in summary["endpoints"]:
-        req, tput = e["requests"], e["throughput"]
-        row: list[Any] = [e["name"], e["load"], req["ok"], req["failed"], req["cancelled"], req["attempts"]]
-        row += [tput["output_tokens_per_s"], tput["requests_per_s"], tput["goodput_requests_per_s"]]
-        row += [e["cost_per_ok_request_usd"], ";".join(f"{k}={v}" for k, v in req["errors"].items())]
-        row += [e[m].get(s) for m in _METRICS for s in _STATS]
-        writer.writerow(["" if v is None else v for v in row])
+        # the endpoint's row (class "all"), then one per prompt class when there are several
+        classes = e.get("classes", {})
+        parts = [("all", e), *(classes.items() if len(classes) > 1 else ())]
+        for cls, part in parts:
+            writer.writerow(["" if v is None else v for v in _row(e["name"], e["load"], cls, part)])
     return buf.getvalue()
+
+
+def _row(name: str, load: str, cls: str, e: dict[str, Any]) -> list[Any]:
+    req, tput = e["requests"], e["throughput"]
+    row: list[Any] = [name, load, cls, req["ok"], req["failed"], req["cancelled"], req["attempts"]]
+    row += [tput["output_tokens_per_s"], tput["requests_per_s"], tput["goodput_requests_per_s"]]
+    row += [e["cost_per_ok_request_usd"], ";".join(f"{k}={v}" for k, v in req["errors"].items())]
+    row += [e[m].get(s) for m in _METRICS for s in _STATS]
+    return row
 
 
 def write(summary: dict[str, Any], out_dir: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 _COLUMNS = (
@@ -21,6 +22,54 @@ _COLUMNS = (
 def _cell(entry: dict[str, Any], metric: str, stat: str, fmt: str) -> str:
     value = entry.get(metric, {}).get(stat)
     return "-" if value is None else fmt.format(value)
+
+
+_CLASS_COLUMNS = (
+    ("TTFT p50", "ttft_ms", "p50", "{:.0f} ms"),
+    ("TTFT p99", "ttft_ms", "p99", "{:.0f} ms"),
+    ("TPOT p50", "tpot_ms", "p50", "{:.1f} ms"),
+    ("E2E p50", "e2e_ms", "p50", "{:.0f} ms"),
+    ("E2E p99", "e2e_ms", "p99", "{:.0f} ms"),
+)
+_COMPARED_STATS = ("p50", "p99")  # summary.json also holds p90; the terminal keeps to the centre and tail
+
+
+def _classes(summary: dict[str, Any], console: Console) -> None:
+    """One compact row per prompt class, only when some endpoint saw more than one class."""
+    if all(len(e.get("classes", {})) < 2 for e in summary["endpoints"]):
+        return
+    table = Table(title="by prompt class", title_justify="left")
+    for header in ("endpoint", "load", "class", "ok", *(c[0] for c in _CLASS_COLUMNS)):
+        table.add_column(header, justify="left" if header in ("endpoint", "load", "class") else "right")
+    for e in summary["endpoints"]:
+        for cls, c in e.get("classes", {}).items():
+            row = (_cell(c, m, s, f) for _, m, s, f in _CLASS_COLUMNS)
+            table.add_row(e["name"], e["load"], cls, str(c["requests"]["ok"]), *row)
+    console.print(table)
+
+
+def _notes(e: dict[str, Any]) -> list[str]:
+    notes = []
+    if e.get("speculative"):
+        sp = e["speculative"]
+        length = sp.get("mean_accepted_length")
+        notes.append(
+            f"acceptance {sp['acceptance_rate']:.1%}"
+            + (f", mean accepted length {length:.2f}" if length else "")
+        )
+    if e["throughput"].get("goodput_requests_per_s") is not None:
+        notes.append(f"goodput {e['throughput']['goodput_requests_per_s']:.2f} req/s")
+    if e.get("cost_per_ok_request_usd") is not None:
+        notes.append(f"${e['cost_per_ok_request_usd']:.6f} per successful request")
+    if e["stalls"]["count"]:
+        notes.append(f"{e['stalls']['count']} stalls")
+    uncounted = e.get("n_out_sources", {}).get("none", 0)
+    if uncounted:
+        notes.append(
+            f"output tokens unknown for {uncounted} requests (no usage from the server; --tokenizer counts "
+            "the text), so no TPOT or output speed for them"
+        )
+    return notes
 
 
 def render(summary: dict[str, Any], console: Console) -> None:
@@ -40,24 +89,13 @@ def render(summary: dict[str, Any], console: Console) -> None:
             errors,
         )
     console.print(table)
+    _classes(summary, console)
     for e in summary["endpoints"]:
-        notes = []
-        if e.get("speculative"):
-            sp = e["speculative"]
-            length = sp.get("mean_accepted_length")
-            notes.append(
-                f"acceptance {sp['acceptance_rate']:.1%}"
-                + (f", mean accepted length {length:.2f}" if length else "")
-            )
-        if e["throughput"].get("goodput_requests_per_s") is not None:
-            notes.append(f"goodput {e['throughput']['goodput_requests_per_s']:.2f} req/s")
-        if e.get("cost_per_ok_request_usd") is not None:
-            notes.append(f"${e['cost_per_ok_request_usd']:.6f} per successful request")
-        if e["stalls"]["count"]:
-            notes.append(f"{e['stalls']['count']} stalls")
+        notes = _notes(e)
         if notes:
-            console.print(f"{e['name']} [{e['load']}]: " + "; ".join(notes))
+            console.print(escape(f"{e['name']} [{e['load']}]: " + "; ".join(notes)))
     for c in summary["comparisons"]:
-        console.print(f"[{c['load']}] {c['text']}")
+        if c.get("stat", "p50") in _COMPARED_STATS:
+            console.print(escape(f"[{c['load']}] {c['text']}"))  # "[c=1]" is not a style
     if summary.get("interrupted"):
         console.print("[bold]interrupted[/bold]: results cover the requests that finished")

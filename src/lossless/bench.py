@@ -1,0 +1,231 @@
+"""The bench stage: options -> a plan (endpoints, loads, workload) -> the run -> a summary -> table and files.
+
+``cli.bench`` only parses options into ``BenchOptions`` and calls ``run`` and ``report``. Everything here
+that can fail on user input fails before the first request is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from lossless import endpoints as ep
+from lossless.analyze import parse_slo, summarize
+from lossless.client.call import CallOptions
+from lossless.errors import UsageError
+from lossless.records import RequestRecord, write_jsonl
+from lossless.run import BenchConfig, LoadLevel, OnRecord, loop_factory, run_bench
+from lossless.workload.prompts import prompts
+
+Summary = dict[str, Any]
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    urls: tuple[str, ...] = ()  # base URLs; none (and no endpoints_file): the embedded server
+    model: str | None = None  # "model" sent to the URLs; the embedded model's name or path without URLs
+    endpoints_file: Path | None = None  # TOML of [[endpoint]] tables, instead of urls
+    api_key_env: str | None = None  # environment variable holding the URLs' API key
+    suite: str = "short"  # short|long|mixed|lengths|file:PATH.jsonl
+    api: str = "chat"  # chat|completions
+    stream: bool = True
+    max_tokens: int = 128
+    concurrency: str | None = None  # "1,4,16": closed-loop levels run one after another
+    rate: float | None = None  # open loop: arrivals per second (exclusive with concurrency)
+    burstiness: float = 1.0  # gamma shape of the open-loop gaps; 1 = Poisson
+    requests: int | None = None  # measured requests per endpoint and level (default 20 without duration)
+    duration: float | None = None  # or: seconds of dispatching per level
+    warmup: int = 0  # unmeasured requests first
+    retries: int = 0
+    timeout_connect: float = 10.0  # seconds
+    timeout_first_token: float = 60.0  # seconds; 0 = none
+    timeout_total: float = 600.0  # seconds
+    slo: str | None = None  # goodput objectives, "ttft=500,tpot=50,e2e=5s"
+    stall_threshold: float = 1.0  # seconds: a longer inter-chunk gap is a stall
+    seed: int = 0
+    tokenizer: str | None = None  # counts N_out when a server sends no usage: tokenizer.json, GGUF or name
+    as_json: bool = False  # summary JSON on stdout, table on stderr
+    out_dir: Path | None = None  # records.jsonl, summary.json, summary.csv
+
+
+def run(options: BenchOptions) -> Summary:
+    """Measure, then summarize. Without URLs, against the embedded server started for the occasion."""
+    slo = parse_slo(options.slo)
+    count = load_token_counter(options.tokenizer) if options.tokenizer else None
+    if options.urls or options.endpoints_file:
+        return _measure(plan(options), options, slo, count)
+    from lossless.config import ServeConfig
+    from lossless.server.launch import start_embedded
+
+    with start_embedded(ServeConfig(port=0, model=options.model)) as base_url:
+        return _measure(plan(options, embedded_url=base_url), options, slo, count)
+
+
+def plan(options: BenchOptions, embedded_url: str | None = None) -> BenchConfig:
+    """Check every option against the others and build the run's config; no traffic yet."""
+    o = options
+    if o.urls and o.endpoints_file:
+        raise UsageError("give endpoint URLs or --endpoints FILE, not both")
+    if embedded_url:
+        found: tuple[ep.Endpoint, ...] = (ep.Endpoint("embedded", embedded_url, _served_model(embedded_url)),)
+    elif o.endpoints_file:
+        found = ep.load_toml(o.endpoints_file)
+    else:
+        found = ep.from_urls(o.urls, o.model, o.api_key_env)
+    for endpoint in found:
+        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+    prompts(o.suite, random.Random(0))  # an unknown suite fails before any traffic
+    if o.rate is not None and o.concurrency is not None:
+        raise UsageError("choose --concurrency (closed loop) or --rate (open loop), not both")
+    if o.rate is not None:
+        loads: tuple[LoadLevel, ...] = (LoadLevel(rate=o.rate, burstiness=o.burstiness),)
+    else:
+        loads = tuple(LoadLevel(concurrency=c) for c in _int_list(o.concurrency or "1", "--concurrency"))
+    call = CallOptions(o.api, o.stream, o.max_tokens, o.timeout_first_token or None, o.timeout_total)
+    return BenchConfig(
+        endpoints=found, call=call, suite=o.suite, loads=loads,
+        requests=o.requests if o.requests or o.duration else 20, duration=o.duration, warmup=o.warmup,
+        retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
+        records_path=None if o.out_dir is None else o.out_dir / "records.jsonl",
+    )  # fmt: skip
+
+
+def _measure(
+    config: BenchConfig, options: BenchOptions, slo: dict[str, float], count: TokenCounter | None
+) -> Summary:
+    if config.records_path is not None and config.records_path.exists():
+        config.records_path.unlink()  # a fresh run; records are appended as they finish
+    total = None
+    if config.requests is not None:
+        total = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
+    loop_name, factory = loop_factory()
+    with _progress(total) as on_record, asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(run_bench(config, on_record=on_record))
+    records = result.records
+    if count is not None and options.tokenizer:
+        # Counted after the run, never on the event loop: tokenizing would delay other streams' timestamps.
+        records = [count_n_out(r, count, options.tokenizer) for r in records]
+        if config.records_path is not None:
+            write_jsonl_replacing(config.records_path, records)
+    prices = {e.name: (e.price_in, e.price_out) for e in config.endpoints}
+    summary = summarize(records, prices, spec=result.spec, slo=slo, stall_s=options.stall_threshold)
+    summary["tokenizer"] = options.tokenizer
+    summary["event_loop"] = loop_name
+    summary["interrupted"] = result.interrupted
+    return summary
+
+
+def report(summary: Summary, options: BenchOptions) -> None:
+    """The table for people (stderr under --json), the JSON on stdout, files under --out."""
+    from rich.console import Console
+
+    from lossless.report import files, terminal
+
+    console = Console(stderr=options.as_json)
+    if not console.is_terminal:
+        console.width = 170  # files and pipes get the whole table, not 80 columns
+    terminal.render(summary, console)
+    if options.as_json:
+        sys.stdout.write(files.to_json(summary) + "\n")
+        sys.stdout.flush()
+    if options.out_dir is not None:
+        files.write(summary, options.out_dir)
+
+
+# --- N_out without usage ----------------------------------------------------------------------------
+
+
+def load_token_counter(spec: str) -> TokenCounter:
+    """``--tokenizer``: a tokenizer.json, a Hugging Face folder holding one, a GGUF file, or an embedded
+    model's name -> a function counting the tokens of a whole text (no special tokens added)."""
+    try:
+        from lossless.engine.tokenizer import Tokenizer
+    except ModuleNotFoundError as exc:
+        raise UsageError(
+            f"--tokenizer needs the {exc.name!r} package: pip install 'lossless[engine]'"
+        ) from None
+    from lossless.models import resolve
+
+    path = resolve(spec, pull_missing=True)
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    tokenizer = Tokenizer.from_json(path, {}) if path.suffix == ".json" else _gguf_tokenizer(path)
+    return lambda text: len(tokenizer.encode(text, add_special=False))
+
+
+def _gguf_tokenizer(path: Path) -> Any:
+    # The engine's own GGUF reader (it imports torch: paid only by those who ask for a GGUF tokenizer).
+    from gguf import GGUFReader
+
+    from lossless.engine import gguf
+
+    return gguf._tokenizer(gguf._metadata(GGUFReader(str(path))), path)
+
+
+def count_n_out(record: RequestRecord, count: TokenCounter, name: str) -> RequestRecord:
+    """N_out of a record without usage: its whole answer and reasoning text through the tokenizer (never
+    chunk by chunk: token boundaries do not follow chunk boundaries). Tool-call text is not kept in
+    records, so an answer with tool calls stays uncounted rather than undercounted."""
+    if record.n_out is not None or record.status != 200 or record.tool_call_chars:
+        return record
+    n = count(record.reasoning_text) + count(record.text)
+    return replace(record, n_out=n, n_out_source=f"tokenizer:{name}")
+
+
+def write_jsonl_replacing(path: Path, records: list[RequestRecord]) -> None:
+    tmp = path.with_suffix(".jsonl.tmp")
+    write_jsonl(tmp, records)
+    tmp.replace(path)
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _progress(total: int | None) -> Iterator[OnRecord | None]:
+    """A progress bar on stderr while requests run; none when stderr is not a terminal (CI, pipes, files),
+    so logs stay clean. It redraws 4 times a second from its own thread, briefly holding the GIL."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("requests"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, refresh_per_second=4) as bar:
+        task = bar.add_task("requests", total=total)
+
+        def on_record(record: RequestRecord) -> None:
+            if not record.retried:  # a retried attempt is followed by another of the same request
+                bar.advance(task)
+
+        yield on_record
+
+
+def _served_model(base_url: str) -> str:
+    """The name the embedded server answers to (it rejects any other)."""
+    import json
+    import urllib.request
+
+    # No proxy: one from the environment must not sit between us and our own loopback server.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(base_url + "/models", timeout=10) as resp:
+        return str(json.load(resp)["data"][0]["id"])
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"{option} wants integers like 1,4,16, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise UsageError(f"{option} wants positive integers like 1,4,16, got {text!r}")
+    return values

@@ -1,0 +1,207 @@
+"""Arbitrary OpenAI request bodies -> whole ``Reply`` objects, for probe and verify.
+
+bench's ``client.call`` turns a workload prompt into a timing record; probing and verifying need the
+opposite trade: any body (unknown fields, ``n``, ``echo``), and the whole response (every choice, the
+logprobs, the usage), with timing reduced to one elapsed figure. Both sit on ``client.http.Session``,
+so aiohttp stays behind that one module and the API key stays in its headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lossless.client.http import Session, TransportError
+from lossless.client.sse import SSEParser
+from lossless.endpoints import Endpoint, api_key
+from lossless.errors import EndpointError
+
+MAX_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Choice:
+    text: str  # answer content (chat message content, or the completion's text)
+    reasoning: str  # reasoning_content / reasoning fields, plus any <think>...</think> span in the text
+    finish_reason: str | None
+    logprobs: Any  # the choice's logprobs object as sent (None when absent)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int  # HTTP status (0: the transport failed)
+    elapsed_s: float  # sent -> body (or stream) complete
+    choices: tuple[Choice, ...] = ()
+    usage: dict[str, Any] | None = None  # the response's usage, or the stream's last usage object
+    error: str | None = None  # the error body's message (redacted), for a non-200 answer
+    chunks: int = 0  # SSE events with a JSON payload (streams only)
+    body: dict[str, Any] = field(default_factory=dict)  # the whole JSON body (non-streamed only)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.error is None
+
+    @property
+    def text(self) -> str:
+        return self.choices[0].text if self.choices else ""
+
+    @property
+    def reasoning(self) -> str:
+        return self.choices[0].reasoning if self.choices else ""
+
+    def usage_int(self, key: str) -> int | None:
+        value = (self.usage or {}).get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def reasoning_tokens(self) -> int | None:
+        details = (self.usage or {}).get("completion_tokens_details")
+        value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class Wire:
+    """One endpoint's session; ``async with Wire(endpoint) as w: await w.post(body)``."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float = 120.0, connect_timeout_s: float = 10.0) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._session = Session(
+            endpoint.base_url, dict(endpoint.headers), api_key(endpoint), connect_timeout_s
+        )
+
+    async def __aenter__(self) -> Wire:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._session.aclose()
+
+    async def post(self, body: dict[str, Any], path: str = "/chat/completions") -> Reply:
+        """One request; ``model`` and the endpoint's extra fields are added. A transport failure or a
+        time-out is an ``EndpointError`` naming the endpoint: nothing can be concluded without it."""
+        full = {"model": self.endpoint.model, **self.endpoint.body, **body}
+        data = json.dumps(full).encode()
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.timeout_s), self._session.post(path, data) as resp:
+                if resp.status != 200:
+                    raw = await resp.read(4000)
+                    return Reply(resp.status, time.perf_counter() - start, error=self._message(raw))
+                if full.get("stream"):
+                    return await self._stream(resp, start, path)
+                raw = b"".join([c async for c in resp.chunks()])
+        except TransportError as exc:
+            raise EndpointError(f"endpoint {self.endpoint.name!r} ({self.endpoint.base_url}): {exc}") from exc
+        except TimeoutError as exc:
+            raise EndpointError(
+                f"endpoint {self.endpoint.name!r} ({self.endpoint.base_url}): "
+                f"no complete answer to {path} within {self.timeout_s:g} s"
+            ) from exc
+        return self._whole(raw, time.perf_counter() - start, path)
+
+    def _message(self, raw: bytes) -> str:
+        text = raw.decode("utf-8", "replace")
+        try:
+            err = json.loads(text).get("error")
+            text = str(err.get("message", err)) if isinstance(err, dict) else str(err or text)
+        except (ValueError, AttributeError):
+            pass
+        return self._session.redact(text.replace("\n", " "))[:MAX_ERROR_CHARS] or "(empty body)"
+
+    def _whole(self, raw: bytes, elapsed: float, path: str) -> Reply:
+        try:
+            body = json.loads(raw)
+            choices = tuple(_choice(c, stream=False) for c in body["choices"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return Reply(200, elapsed, error=f"not a completion object: {self._message(raw[:200])}")
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else None
+        return Reply(200, elapsed, choices, usage, body=body)
+
+    async def _stream(self, resp: Any, start: float, path: str) -> Reply:
+        parser, parts = SSEParser(), _StreamParts()
+        async for data in resp.chunks():
+            for payload in parser.feed(data):
+                if parts.add(payload):
+                    await resp.drain()
+                    return parts.reply(time.perf_counter() - start)
+        for payload in parser.close():
+            parts.add(payload)
+        return parts.reply(time.perf_counter() - start)
+
+
+class _StreamParts:
+    """A stream's events folded into choices, by ``index``."""
+
+    def __init__(self) -> None:
+        self.text: dict[int, list[str]] = {}
+        self.reasoning: dict[int, list[str]] = {}
+        self.finish: dict[int, str | None] = {}
+        self.logprobs: dict[int, list[Any]] = {}
+        self.usage: dict[str, Any] | None = None
+        self.events = 0
+        self.error: str | None = None
+
+    def add(self, payload: bytes) -> bool:
+        """Fold one event in; True at [DONE]."""
+        if payload == b"[DONE]":
+            return True
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            self.error = f"malformed stream event {payload[:80]!r}"
+            return False
+        if not isinstance(obj, dict):
+            return False
+        if "error" in obj:
+            self.error = str(obj["error"])[:MAX_ERROR_CHARS]
+        self.events += 1
+        if isinstance(obj.get("usage"), dict):
+            self.usage = obj["usage"]
+        for raw in obj.get("choices") or []:
+            i = int(raw.get("index", 0))
+            c = _choice(raw, stream=True, inline_think=False)
+            self.text.setdefault(i, []).append(c.text)
+            self.reasoning.setdefault(i, []).append(c.reasoning)
+            if c.finish_reason is not None or i not in self.finish:
+                self.finish[i] = c.finish_reason
+            if c.logprobs is not None:
+                self.logprobs.setdefault(i, []).append(c.logprobs)
+        return False
+
+    def reply(self, elapsed: float) -> Reply:
+        choices = []
+        for i in sorted(self.text):
+            text, think = split_think("".join(self.text[i]))
+            reasoning = "".join(self.reasoning[i]) + think
+            choices.append(Choice(text, reasoning, self.finish.get(i), self.logprobs.get(i)))
+        return Reply(200, elapsed, tuple(choices), self.usage, self.error, self.events)
+
+
+def _choice(raw: Any, *, stream: bool, inline_think: bool = True) -> Choice:
+    if "text" in raw:  # legacy completions
+        text, reasoning = raw.get("text") or "", ""
+    else:
+        msg = raw.get("delta" if stream else "message") or {}
+        text = msg.get("content") or ""
+        # DeepSeek/vLLM say reasoning_content, OpenRouter and newer vLLM say reasoning
+        reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+        if not isinstance(reasoning, str):
+            reasoning = json.dumps(reasoning)
+    if inline_think:  # a stream's markers may span chunks: its choices are split once, whole
+        text, think = split_think(text)
+        reasoning += think
+    return Choice(text, reasoning, raw.get("finish_reason"), raw.get("logprobs"))
+
+
+def split_think(text: str) -> tuple[str, str]:
+    """Content -> (answer, reasoning): models served without a reasoning parser put their thinking
+    inline between <think> markers (an unclosed one runs to the end)."""
+    start = text.find("<think>")
+    if start < 0:
+        return text, ""
+    end = text.find("</think>", start)
+    if end < 0:
+        return text[:start], text[start + 7 :]
+    return text[:start] + text[end + 8 :], text[start + 7 : end]

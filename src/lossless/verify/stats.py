@@ -1,0 +1,244 @@
+"""Two-sample tests for sampled completions, stratified by prompt. Pure numpy/scipy, no I/O.
+
+Every test here compares group X (the baseline's samples) with group Y (another set) prompt by prompt:
+a sample is exchangeable only with samples of its own prompt, so the permutation null shuffles the
+group labels *within* each prompt. One set of permutations serves every statistic of a comparison.
+
+    mmd_hamming    MMD^2 with a Hamming kernel (the share of positions where two token sequences agree)
+    first_token    chi-square on the first token, summed over prompts
+    lengths        Kolmogorov-Smirnov distance between the length distributions
+    mean_score     difference of the mean baseline log-probability per token (teacher-forced)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats
+
+Floats = NDArray[np.float64]
+PAD = "\x00<end>"  # what a finished sequence shows at later positions: two ended samples agree there
+
+
+@dataclass(frozen=True)
+class Sample:
+    units: tuple[str, ...]  # the completion's tokens as text (characters when the endpoint gave no tokens)
+    n_tokens: int  # completion length in tokens (usage), or len(units)
+    score: float | None = None  # mean log-probability per token under the baseline (teacher-forced)
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    statistic: float
+    p_value: float
+    effect: float  # on a scale people read: see EFFECTS
+    n_x: int
+    n_y: int
+    threshold: float  # the smallest statistic this run would have flagged at the given level
+
+
+EFFECTS = {
+    "mmd_hamming": "MMD^2 (share of positions)",
+    "first_token": "first-token total variation, mean over prompts",
+    "lengths": "KS distance between lengths",
+    "mean_score": "Y - X mean baseline log-prob, nats/token",
+}
+
+
+@dataclass(frozen=True)
+class _Stratum:
+    labels: NDArray[np.bool_]  # [n] True: group Y
+    perms: NDArray[np.bool_]  # [B, n] permuted labels
+
+
+def _strata(groups: Sequence[tuple[int, int]], n_perm: int, rng: np.random.Generator) -> list[_Stratum]:
+    out = []
+    for n_x, n_y in groups:
+        labels = np.array([False] * n_x + [True] * n_y)
+        perms = np.stack([rng.permutation(labels) for _ in range(n_perm)]) if n_perm else labels[None, :0]
+        out.append(_Stratum(labels, perms))
+    return out
+
+
+def _p_value(observed: float, null: Floats) -> float:
+    # (1 + count) / (B + 1): exact under the null, never 0
+    return float((1 + np.count_nonzero(null >= observed - 1e-12)) / (len(null) + 1))
+
+
+def hamming_kernel(seqs: Sequence[tuple[str, ...]], length: int) -> Floats:
+    """[n, n] share of the first ``length`` positions at which two sequences hold the same unit."""
+    ids: dict[str, int] = {PAD: 0}
+    grid = np.zeros((len(seqs), length), dtype=np.int64)
+    for i, seq in enumerate(seqs):
+        for j, unit in enumerate(seq[:length]):
+            grid[i, j] = ids.setdefault(unit, len(ids))
+    same = (grid[:, None, :] == grid[None, :, :]).mean(-1)
+    return np.asarray(same, dtype=np.float64)
+
+
+def _mmd(kernel: Floats, w: Floats) -> Floats:
+    # w: [B, n] = 1_x/n_x - 1_y/n_y -> (w K w^T) per row: the (biased) MMD^2 of each labelling
+    return np.asarray(np.einsum("bi,ij,bj->b", w, kernel, w), dtype=np.float64)
+
+
+def _weights(labels: NDArray[np.bool_]) -> Floats:
+    y = labels.astype(np.float64)
+    x = 1.0 - y
+    return np.asarray(x / x.sum(-1, keepdims=True) - y / y.sum(-1, keepdims=True), dtype=np.float64)
+
+
+def _chi2(onehot: Floats, labels: NDArray[np.bool_]) -> Floats:
+    """onehot: [n, C]; labels: [B, n] -> chi-square of the 2 x C table of each labelling."""
+    y = labels.astype(np.float64)
+    counts_y = y @ onehot  # [B, C]
+    total = onehot.sum(0)  # [C]
+    counts_x = total - counts_y
+    n = onehot.shape[0]
+    n_y = y.sum(-1, keepdims=True)
+    e_y, e_x = n_y * total / n, (n - n_y) * total / n
+    return np.asarray(((counts_y - e_y) ** 2 / e_y + (counts_x - e_x) ** 2 / e_x).sum(-1), dtype=np.float64)
+
+
+def _first_token_tv(first: list[str], labels: NDArray[np.bool_]) -> float:
+    xs = [t for t, lab in zip(first, labels, strict=True) if not lab]
+    ys = [t for t, lab in zip(first, labels, strict=True) if lab]
+    return 0.5 * sum(abs(xs.count(t) / len(xs) - ys.count(t) / len(ys)) for t in set(first))
+
+
+def _ks(values: Floats, labels: NDArray[np.bool_]) -> Floats:
+    """values: [n]; labels: [B, n] -> KS distance of each labelling (ties handled exactly)."""
+    grid = np.unique(values)
+    below = values[None, :] <= grid[:, None]  # [G, n]
+    y = labels.astype(np.float64)
+    cdf_y = (y @ below.T) / y.sum(-1, keepdims=True)  # [B, G]
+    cdf_x = ((1 - y) @ below.T) / (1 - y).sum(-1, keepdims=True)
+    return np.asarray(np.abs(cdf_y - cdf_x).max(-1), dtype=np.float64)
+
+
+def _threshold(null: Floats, level: float) -> float:
+    return float(np.quantile(null, 1 - level)) if len(null) else float("inf")
+
+
+def compare(
+    x: Sequence[Sequence[Sample]],
+    y: Sequence[Sequence[Sample]],
+    *,
+    n_perm: int,
+    seed: int,
+    length: int,
+    level: float,
+) -> list[Finding]:
+    """x[j], y[j]: the two groups' samples of prompt j -> the tests, with permutation p-values and the
+    permutation null's critical value at ``level`` (the smallest statistic the run could flag)."""
+    rng = np.random.default_rng(seed)
+    pairs = [(list(a), list(b)) for a, b in zip(x, y, strict=True) if a and b]
+    strata = _strata([(len(a), len(b)) for a, b in pairs], n_perm, rng)
+    n_x, n_y = sum(len(a) for a, _ in pairs), sum(len(b) for _, b in pairs)
+    obs = {"mmd": 0.0, "chi2": 0.0, "score": 0.0, "tv": 0.0}
+    null = {k: np.zeros(n_perm) for k in ("mmd", "chi2", "score")}
+    lengths, length_perm = [], []
+    for (a, b), s in zip(pairs, strata, strict=True):
+        both = a + b
+        kernel = hamming_kernel([smp.units for smp in both], length)
+        obs["mmd"] += float(_mmd(kernel, _weights(s.labels[None]))[0])
+        null["mmd"] += _mmd(kernel, _weights(s.perms))
+        first = [smp.units[0] if smp.units else PAD for smp in both]
+        onehot = (np.array(first)[:, None] == np.array(sorted(set(first)))[None, :]).astype(np.float64)
+        obs["chi2"] += float(_chi2(onehot, s.labels[None])[0])
+        null["chi2"] += _chi2(onehot, s.perms)
+        obs["tv"] += _first_token_tv(first, s.labels) / len(pairs)
+        scores = np.array([smp.score if smp.score is not None else np.nan for smp in both])
+        w = -_weights(s.labels[None])[0]  # mean_y - mean_x
+        obs["score"] += float(np.nansum(w * scores)) / len(pairs)
+        null["score"] += (-_weights(s.perms) * np.nan_to_num(scores)).sum(-1) / len(pairs)
+        lengths.append(np.array([smp.n_tokens for smp in both], dtype=np.float64))
+        length_perm.append(s)
+    values = np.concatenate(lengths)
+    labels = np.concatenate([s.labels for s in length_perm])
+    perms = np.concatenate([s.perms for s in length_perm], axis=1)
+    ks_obs, ks_null = float(_ks(values, labels[None])[0]), _ks(values, perms)
+    has_scores = all(smp.score is not None for a, b in pairs for smp in a + b)
+
+    def result(name: str, stat: float, nul: Floats, effect: float) -> Finding:
+        return Finding(name, stat, _p_value(stat, nul), effect, n_x, n_y, _threshold(nul, level))
+
+    out = [
+        result("mmd_hamming", obs["mmd"], null["mmd"], obs["mmd"]),
+        result("first_token", obs["chi2"], null["chi2"], obs["tv"]),
+        result("lengths", ks_obs, ks_null, ks_obs),
+    ]
+    if has_scores:
+        out.append(result("mean_score", abs(obs["score"]), np.abs(null["score"]), obs["score"]))
+    return out
+
+
+def score_se(x: Sequence[Sequence[Sample]], y: Sequence[Sequence[Sample]]) -> float | None:
+    """Standard error of the stratified mean-score difference (the mean_score statistic)."""
+    terms = []
+    for a, b in zip(x, y, strict=True):
+        sa = [s.score for s in a if s.score is not None]
+        sb = [s.score for s in b if s.score is not None]
+        if len(sa) < 2 or len(sb) < 2:
+            return None
+        terms.append(np.var(sa, ddof=1) / len(sa) + np.var(sb, ddof=1) / len(sb))
+    return float(np.sqrt(np.sum(terms)) / len(terms)) if terms else None
+
+
+def pooled_sd(groups: Sequence[Sequence[Sample]]) -> float | None:
+    """One sample's score spread around its prompt's mean (prompts differ; that is not noise)."""
+    resid = [
+        s - float(np.mean(sc))
+        for g in groups
+        if len(sc := [s.score for s in g if s.score is not None]) >= 2
+        for s in sc
+    ]
+    return float(np.sqrt(np.mean(np.square(resid)))) if resid else None
+
+
+def detectable(se: float, alpha: float, power: float = 0.8) -> float:
+    """The smallest true difference a two-sided z-test at ``alpha`` detects with ``power``."""
+    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values (step-down, monotone), in the input order."""
+    order = np.argsort(p_values)
+    m, adjusted, running = len(p_values), [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+@dataclass(frozen=True)
+class Paired:
+    n: int
+    both: int  # right on both
+    only_x: int
+    only_y: int
+    difference: float  # accuracy y - x
+    ci90: tuple[float, float]  # TOST interval (Agresti-Min adjusted Wald)
+    p_mcnemar: float  # exact, two-sided: any difference at all
+    equivalent: bool  # ci90 inside (-margin, +margin)
+    margin: float
+
+
+def paired_accuracy(x: Sequence[bool], y: Sequence[bool], margin: float) -> Paired:
+    """TOST for paired proportions: equivalent when the 90% interval of the difference lies within
+    +-margin. Half a count is added to each cell (Agresti & Min 2005) so that 0 discordant pairs still
+    give an honest, non-zero width."""
+    n = len(x)
+    b = sum(1 for a, c in zip(x, y, strict=True) if a and not c)
+    c = sum(1 for a, d in zip(x, y, strict=True) if d and not a)
+    both = sum(1 for a, d in zip(x, y, strict=True) if a and d)
+    n2, b2, c2 = n + 2.0, b + 0.5, c + 0.5
+    diff = (c2 - b2) / n2
+    se = float(np.sqrt(max((b2 + c2) - (c2 - b2) ** 2 / n2, 0.0)) / n2)
+    z = float(stats.norm.ppf(0.95))
+    ci = (diff - z * se, diff + z * se)
+    p = float(stats.binomtest(b, b + c).pvalue) if b + c else 1.0
+    return Paired(n, both, b, c, (c - b) / n if n else 0.0, ci, p, -margin < ci[0] and ci[1] < margin, margin)
