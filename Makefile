@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: demo serve test test-fast check fmt lint types bench clean
+.PHONY: demo serve test test-fast browser check fmt lint types bench clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,15 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 demo serve: $(BIN)/.installed
 	$(BIN)/lossless serve
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed browser
 	$(BIN)/lossless models pull
 	$(BIN)/python -m pytest
+
+# The HTML report test renders in Debian's chromium (Playwright drives it; its own browser download is
+# not used). Installing needs root; elsewhere install chromium yourself or the browser test is skipped.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+		|| echo "chromium could not be installed: the browser test will be skipped (outside CI)"
 
 # Unit and integration tests without the real model.
 test-fast: $(BIN)/.installed

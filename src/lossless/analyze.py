@@ -374,3 +374,53 @@ def _metric(timings: Sequence[Timing], metric: str) -> np.ndarray:
     else:
         vals = [t.e2e for t in timings]
     return np.asarray(vals, dtype=float)
+
+
+def compare_runs(
+    a: Sequence[RequestRecord], b: Sequence[RequestRecord], names: tuple[str, str] = ("A", "B"), seed: int = 0
+) -> list[dict[str, Any]]:
+    """Two saved runs: each endpoint and load of run B against the same of run A, with the ratios and
+    bootstrap CIs of ``_comparisons``. Endpoints pair by name, or by position when the runs name them
+    differently (one provider measured twice under two labels)."""
+    groups_a, groups_b = _final_groups(a), _final_groups(b)
+    endpoints_a = list(dict.fromkeys(name for name, _ in groups_a))
+    endpoints_b = list(dict.fromkeys(name for name, _ in groups_b))
+    pairs = [(n, n) for n in endpoints_a if n in endpoints_b]
+    if not pairs:
+        pairs = list(zip(endpoints_a, endpoints_b, strict=False))
+    out: list[dict[str, Any]] = []
+    for ea, eb in pairs:
+        for name, load in groups_a:
+            if name != ea or (eb, load) not in groups_b:
+                continue
+            label = f"{ea} {load}" if ea == eb else f"{ea} vs {eb} {load}"
+            groups = {(names[0], label): groups_a[(ea, load)], (names[1], label): groups_b[(eb, load)]}
+            for c in _comparisons(groups, list(groups), seed):
+                out.append({**c, "endpoint_a": ea, "endpoint_b": eb, "load": load, "label": label})
+    return out
+
+
+def _final_groups(records: Sequence[RequestRecord]) -> dict[tuple[str, str], list[RequestRecord]]:
+    groups: dict[tuple[str, str], list[RequestRecord]] = {}
+    for r in records:
+        if not r.warmup:
+            groups.setdefault((r.endpoint, r.load), []).append(r)
+    return groups
+
+
+def drift(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+    """Did latency change over the run? Per endpoint and load: median E2E of the first and the second
+    half of the successful requests, in the order they were sent."""
+    out = []
+    for (name, load), group in _final_groups(records).items():
+        ok = sorted((r for r in group if r.ok and not r.retried), key=lambda r: r.sent_ns)
+        e2e = [timing(r).e2e for r in ok]
+        if len(e2e) < 4:
+            continue
+        half = len(e2e) // 2
+        first, second = float(np.median(e2e[:half])), float(np.median(e2e[half:]))
+        out.append(
+            {"name": name, "load": load, "n": len(e2e), "first_half_p50_ms": first,
+             "second_half_p50_ms": second, "ratio": second / first if first else None}
+        )  # fmt: skip
+    return out

@@ -9,17 +9,20 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from lossless import endpoints as ep
 from lossless.analyze import parse_slo, summarize
 from lossless.client.call import CallOptions
 from lossless.errors import UsageError
-from lossless.records import RequestRecord, write_jsonl
+from lossless.records import RequestRecord, read_jsonl, write_jsonl
 from lossless.run import BenchConfig, LoadLevel, OnRecord, loop_factory, run_bench
 from lossless.workload.prompts import prompts
 
@@ -53,10 +56,16 @@ class BenchOptions:
     tokenizer: str | None = None  # counts N_out when a server sends no usage: tokenizer.json, GGUF or name
     as_json: bool = False  # summary JSON on stdout, table on stderr
     out_dir: Path | None = None  # records.jsonl, summary.json, summary.csv
+    html: Path | None = None  # a self-contained HTML report with plots
 
 
 def run(options: BenchOptions) -> Summary:
     """Measure, then summarize. Without URLs, against the embedded server started for the occasion."""
+    return run_records(options)[0]
+
+
+def run_records(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
+    """``run``, also returning the records (the HTML report plots them)."""
     slo = parse_slo(options.slo)
     count = load_token_counter(options.tokenizer) if options.tokenizer else None
     if options.urls or options.endpoints_file:
@@ -99,7 +108,8 @@ def plan(options: BenchOptions, embedded_url: str | None = None) -> BenchConfig:
 
 def _measure(
     config: BenchConfig, options: BenchOptions, slo: dict[str, float], count: TokenCounter | None
-) -> Summary:
+) -> tuple[Summary, list[RequestRecord]]:
+    started = time.time()
     if config.records_path is not None and config.records_path.exists():
         config.records_path.unlink()  # a fresh run; records are appended as they finish
     total = None
@@ -119,11 +129,13 @@ def _measure(
     summary["tokenizer"] = options.tokenizer
     summary["event_loop"] = loop_name
     summary["interrupted"] = result.interrupted
-    return summary
+    summary["config"] = config_block(config, options)
+    summary["environment"] = environment(started, loop_name)
+    return summary, records
 
 
-def report(summary: Summary, options: BenchOptions) -> None:
-    """The table for people (stderr under --json), the JSON on stdout, files under --out."""
+def report(summary: Summary, options: BenchOptions, records: list[RequestRecord] | None = None) -> None:
+    """The table for people (stderr under --json), the JSON on stdout, files under --out, --html."""
     from rich.console import Console
 
     from lossless.report import files, terminal
@@ -137,6 +149,61 @@ def report(summary: Summary, options: BenchOptions) -> None:
         sys.stdout.flush()
     if options.out_dir is not None:
         files.write(summary, options.out_dir)
+    if options.html is not None:
+        from lossless.report import html
+
+        if records is None and options.out_dir is not None:
+            records = list(read_jsonl(options.out_dir / "records.jsonl"))
+        html.write(options.html, html.render_run(summary, records or []))
+
+
+# --- what the run was: configuration and environment, for reports ------------------------------------
+
+
+def config_block(config: BenchConfig, options: BenchOptions) -> dict[str, Any]:
+    """The run's settings as summary.json keeps them. Endpoints appear without secrets: the API key's
+    variable name but never its value, header names without values (one may be an Authorization
+    header), base URLs without user info or query (some providers put a key there)."""
+    return {
+        "endpoints": [
+            {"name": e.name, "base_url": _public_url(e.base_url), "model": e.model,
+             "api_key_env": e.api_key_env, "headers": sorted(e.headers), "body": dict(e.body),
+             "price_usd_per_million": [e.price_in, e.price_out]}
+            for e in config.endpoints
+        ],
+        "suite": config.suite, "api": config.call.api, "stream": config.call.stream,
+        "max_tokens": config.call.max_tokens, "loads": [lv.label for lv in config.loads],
+        "requests": config.requests, "duration_s": config.duration, "warmup": config.warmup,
+        "retries": config.retries, "seed": config.seed, "slo": options.slo,
+        "timeouts_s": {"connect": options.timeout_connect, "first_token": options.timeout_first_token,
+                       "total": options.timeout_total},
+    }  # fmt: skip
+
+
+def environment(started: float, event_loop: str) -> dict[str, Any]:
+    import os
+    import platform
+
+    from lossless import __version__
+
+    return {
+        "lossless_version": __version__,
+        "started_utc": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "event_loop": event_loop,
+    }
+
+
+def _public_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # IPv6
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 # --- N_out without usage ----------------------------------------------------------------------------

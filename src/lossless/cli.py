@@ -129,14 +129,15 @@ def serve(model: str | None, host: str, port: int, dtype: str, max_queue: int, t
 )
 @click.option("--json", "as_json", is_flag=True, help="Summary as JSON on stdout (the table goes to stderr).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write records and summaries here.")
+@click.option("--html", type=click.Path(path_type=Path), help="Write a self-contained HTML report here.")
 @_friendly_errors
 def bench(urls: tuple[str, ...], **opts: Any) -> None:
     """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
     from lossless import bench as stage
 
     options = stage.BenchOptions(urls=urls, **opts)
-    summary = stage.run(options)
-    stage.report(summary, options)
+    summary, records = stage.run_records(options)
+    stage.report(summary, options, records)
     if summary["interrupted"]:
         sys.exit(130)
 
@@ -181,6 +182,7 @@ def probe(url: str | None, **opts: Any) -> None:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Verdict as JSON on stdout (the table goes to stderr).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write verify.json here.")
+@click.option("--html", type=click.Path(path_type=Path), help="Write a self-contained HTML report here.")
 @_friendly_errors
 def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
     """Does CANDIDATE serve the same model as BASELINE? Exit 0 equivalent, 1 different, 3 inconclusive.
@@ -196,7 +198,56 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
         click.echo(stage.to_json(result))
     if opts["out_dir"] is not None:
         stage.write(result, opts["out_dir"])
+    if opts["html"] is not None:
+        from lossless.report import html
+
+        html.write(opts["html"], html.render_run(None, [], result.as_dict()))
     sys.exit(stage.EXIT_CODES[result.verdict])
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+
+@main.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="HTML file [default: RUN_DIR/report.html]."
+)
+@_friendly_errors
+def report_cmd(run_dir: Path, output: Path | None) -> None:
+    """One self-contained HTML report (plots, tables) of what bench/verify --out wrote in RUN_DIR."""
+    from lossless.report import html
+
+    path = html.write(output or run_dir / "report.html", html.build(run_dir))
+    click.echo(str(path))  # stdout is data: where the report is
+
+
+# --- compare ----------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("run_a", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("run_b", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Also write an HTML page here.")
+@click.option("--json", "as_json", is_flag=True, help="Ratios as JSON on stdout (the table goes to stderr).")
+@_friendly_errors
+def compare(run_a: Path, run_b: Path, output: Path | None, as_json: bool) -> None:
+    """Two saved runs (bench --out dirs): B's latency and speed as ratios of A's, with 95% CIs."""
+    from rich.console import Console
+
+    from lossless.report import compare as stage
+    from lossless.report import html
+
+    result = stage.load(run_a, run_b)
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console.width = 170  # files and pipes get the whole table, as bench's
+    stage.render_terminal(result, console)
+    if as_json:
+        click.echo(stage.to_json(result))
+    if output is not None:
+        html.write(output, stage.render_html(result))
+        click.echo(f"wrote {output}", err=True)
 
 
 if __name__ == "__main__":

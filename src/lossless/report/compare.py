@@ -1,0 +1,120 @@
+"""``lossless compare DIR_A DIR_B``: two saved runs side by side - ratios of B to A with bootstrap 95% CIs
+(``analyze.compare_runs``), a table for people, JSON for programs, and an HTML page with the overlaid
+distributions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lossless.analyze import compare_runs, timing
+from lossless.records import RequestRecord
+from lossless.report import html, plots, svg
+
+_WORDS = {"output_tps": "output speed", "ttft_ms": "TTFT", "e2e_ms": "E2E"}
+_BETTER_HIGHER = {"output_tps"}
+
+
+def load(dir_a: Path, dir_b: Path) -> dict[str, Any]:
+    """Both runs and their comparison, as one JSON-ready dict (records stay out of it)."""
+    runs = []
+    for d in (dir_a, dir_b):
+        summary, records, _ = html.load_run(d)
+        runs.append((summary or {}, records))
+    comparisons = compare_runs(runs[0][1], runs[1][1])
+    return {
+        "a": {"dir": str(dir_a), "environment": runs[0][0].get("environment")},
+        "b": {"dir": str(dir_b), "environment": runs[1][0].get("environment")},
+        "comparisons": comparisons,
+        "_records": (runs[0][1], runs[1][1]),
+    }
+
+
+def to_json(result: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in result.items() if not k.startswith("_")}, indent=2)
+
+
+def _verdict(c: dict[str, Any]) -> str:
+    lo, hi = c["ci95"]
+    if lo <= 1.0 <= hi:
+        return "no clear difference"
+    faster = (lo > 1.0) == (c["metric"] in _BETTER_HIGHER)
+    return "B better" if faster else "B worse"
+
+
+def render_terminal(result: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"lossless compare: B = {result['b']['dir']} against A = {result['a']['dir']}",
+                  title_justify="left")  # fmt: skip
+    for header in ("endpoint load", "metric", "stat", "B / A", "95% CI", "reading"):
+        table.add_column(header, justify="right" if header in ("B / A", "95% CI") else "left")
+    for c in result["comparisons"]:
+        reading = _verdict(c)
+        style = {"B better": "green", "B worse": "red"}.get(reading, "")
+        lo, hi = c["ci95"]
+        table.add_row(
+            c["label"], _WORDS[c["metric"]], c["stat"], f"{c['ratio']:.2f}x", f"{lo:.2f}-{hi:.2f}",
+            f"[{style}]{reading}[/{style}]" if style else reading,
+        )  # fmt: skip
+    console.print(table)
+    if not result["comparisons"]:
+        console.print("no endpoint and load level with two or more successful requests in both runs")
+
+
+def _overlay(records: tuple[Sequence[RequestRecord], Sequence[RequestRecord]], metric: str) -> str:
+    title = {"ttft_ms": "Time to first token", "e2e_ms": "End-to-end time", "output_tps": "Output speed"}[
+        metric
+    ]
+    unit = "tokens/s" if metric == "output_tps" else "ms"
+    series = []
+    for run, recs in zip("AB", records, strict=True):
+        for label, group in plots.groups(recs).items():
+            values = []
+            for r in group:
+                t = timing(r)
+                v = {"ttft_ms": t.ttft, "e2e_ms": t.e2e, "output_tps": 1000.0 / t.tpot if t.tpot else None}
+                if v[metric] is not None:
+                    values.append(float(v[metric] or 0.0))
+            series.append(svg.Series(f"{run}: {label}", svg.cdf(values), kind="step"))
+    return svg.render(svg.Chart(title, f"{title} ({unit})", "share of requests at or below", series))
+
+
+def render_html(result: dict[str, Any]) -> str:
+    comps = result["comparisons"]
+    rows = [
+        svg.Row(f"{c['label']} {_WORDS[c['metric']]} {c['stat']}", c["ratio"], c["ci95"][0],
+                c["ci95"][1], group=_WORDS[c["metric"]], tip=c["text"])
+        for c in comps if c["stat"] in ("p50", "p99")
+    ]  # fmt: skip
+    forest = svg.intervals(
+        "B / A with 95% bootstrap intervals", "ratio of B to A", rows, refs=[(1.0, "same")]
+    )
+    table_rows = [
+        (c["label"], _WORDS[c["metric"]], c["stat"], f"{c['ratio']:.2f}x",
+         f"{c['ci95'][0]:.2f}-{c['ci95'][1]:.2f}", _verdict(c))
+        for c in comps
+    ]  # fmt: skip
+    numbers = html.table(("endpoint load", "metric", "stat", "B / A", "95% CI", "reading"), table_rows)
+    about = (
+        "Each row is B's statistic divided by A's, with a bootstrap 95% interval (both runs resampled). An "
+        "interval that crosses 1 is no clear difference. For output speed above 1 is better; for times, "
+        "below."
+    )
+    sections = [html.section("ratios", "Ratios", f'<div class="figure">{forest}<div class="numbers">{numbers}'
+                             "</div></div>", about)]  # fmt: skip
+    for metric in ("ttft_ms", "e2e_ms", "output_tps"):
+        sections.append(html.section(metric, _WORDS[metric], _overlay(result["_records"], metric)))
+    env_a, env_b = result["a"]["environment"] or {}, result["b"]["environment"] or {}
+    env_rows = [(k, str(env_a.get(k, "-")), str(env_b.get(k, "-"))) for k in dict.fromkeys([*env_a, *env_b])]
+    sections.append(html.section("setup", "Environment", html.table(("", "A", "B"), env_rows, cls="kv")))
+    subtitle = f"A = {result['a']['dir']} · B = {result['b']['dir']}"
+    nav = [
+        ("ratios", "Ratios"),
+        *((m, _WORDS[m]) for m in ("ttft_ms", "e2e_ms", "output_tps")),
+        ("setup", "Environment"),
+    ]
+    return html.page("lossless compare", subtitle, sections, nav)

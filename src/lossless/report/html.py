@@ -1,0 +1,286 @@
+"""One self-contained HTML file per run: inline CSS and SVG, no script, no font, no request of any kind,
+so it opens offline and can be mailed or attached to a ticket as it is.
+
+``render_run(summary, records, verify)`` -> the page; ``build(run_dir)`` reads what ``bench --out`` and
+``verify --out`` wrote there. Nothing here reads an API key, and the summary holds none to show.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from lossless.errors import UsageError
+from lossless.records import RequestRecord, read_jsonl
+from lossless.report import plots, svg
+
+CSS = """
+:root { --fg: #1d2433; --muted: #5b6476; --line: #d9dee7; --bg: #f6f7f9; --card: #fff; --accent: #1f77b4; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1320px; margin: 0 auto; padding: 24px 28px 48px; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 0 0 6px; }
+.sub { color: var(--muted); margin: 0 0 18px; }
+nav a { color: var(--accent); margin-right: 14px; text-decoration: none; font-size: 13px; }
+section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 16px 18px;
+  margin: 16px 0; }
+.about { color: var(--muted); margin: 0 0 10px; max-width: 90ch; }
+.figure { display: flex; flex-wrap: wrap; gap: 18px; align-items: flex-start; }
+.figure > svg { flex: 1 1 560px; max-width: 720px; height: auto; }
+.figure > .numbers { flex: 1 1 500px; overflow-x: auto; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 13px; }
+th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+th { color: var(--muted); font-weight: 600; background: #fafbfc; }
+th:first-child, td:first-child { text-align: left; }
+td.text { text-align: left; white-space: normal; }
+.kv td:first-child { color: var(--muted); }
+.badge { display: inline-block; padding: 2px 10px; border-radius: 12px; font-weight: 700; color: #fff; }
+.equivalent { background: #2ca02c; } .different { background: #d62728; }
+.inconclusive { background: #c98a00; }
+ul.tight { margin: 6px 0; padding-left: 20px; }
+.cols { display: flex; flex-wrap: wrap; gap: 28px; }
+svg.plot { background: #fff; font-family: inherit; }
+svg .title { font-size: 14px; font-weight: 700; fill: var(--fg); }
+svg .tick, svg .legend { font-size: 12px; fill: #3c4454; }
+svg .axis { font-size: 12px; fill: var(--muted); }
+svg .note { font-size: 14px; fill: var(--muted); font-style: italic; }
+svg .frame { fill: none; stroke: #b8c0cc; }
+svg .grid { stroke: #eceff3; }
+svg .ref { stroke: #555; stroke-dasharray: 4 3; }
+svg .ref-label { font-size: 11px; fill: #555; }
+footer { color: var(--muted); font-size: 12px; margin-top: 24px; }
+"""
+
+
+def page(title: str, subtitle: str, sections: Iterable[str], nav: Sequence[tuple[str, str]] = ()) -> str:
+    links = "".join(f'<a href="#{escape(k)}">{escape(t)}</a>' for k, t in nav)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # no request of any kind, even one a future edit adds by mistake: the page is self-contained
+        '<meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body><main>"
+        f'<h1>{escape(title)}</h1><p class="sub">{escape(subtitle)}</p>'
+        + (f"<nav>{links}</nav>" if links else "")
+        + "".join(sections)
+        + "<footer>Written by lossless. Self-contained: no scripts, fonts or network requests.</footer>"
+        "</main></body></html>\n"
+    )
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def section(key: str, title: str, body: str, about: str = "") -> str:
+    intro = f'<p class="about">{escape(about)}</p>' if about else ""
+    return f'<section id="{escape(key)}"><h2>{escape(title)}</h2>{intro}{body}</section>'
+
+
+def figure(f: plots.Figure) -> str:
+    numbers = f'<div class="numbers">{table(f.headers, f.rows)}</div>'
+    return section(f.key, f.title, f'<div class="figure">{f.svg}{numbers}</div>', f.about)
+
+
+# --- a run --------------------------------------------------------------------------------------------
+
+
+def _overview(summary: dict[str, Any]) -> str:
+    entries = summary["endpoints"]
+    rows = []
+    for e in entries:
+        req, tput = e["requests"], e["throughput"]["output_tokens_per_s"]
+        errors = ", ".join(f"{k}: {v}" for k, v in req["errors"].items()) or "-"
+        rows.append(
+            (e["name"], e["load"], f"{req['ok']}/{req['failed']}",
+             *(plots._num(e[m].get(s), d) for m, s, d in _OVERVIEW),
+             plots._num(tput, 1), errors)
+        )  # fmt: skip
+    headers = ("endpoint", "load", "ok/failed", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)",
+               "speed p50 (tok/s)", "E2E p50 (ms)", "E2E p99 (ms)", "tok/s total", "errors")  # fmt: skip
+    body = table(headers, rows)
+    texts = [f"[{c['load']}] {c['text']}" for c in summary.get("comparisons", []) if c.get("stat") != "p90"]
+    if texts:
+        items = "".join(f"<li>{escape(t)}</li>" for t in texts)
+        body += (
+            f'<h2 style="margin-top:14px">Compared with the first endpoint</h2><ul class="tight">{items}</ul>'
+        )
+    if summary.get("interrupted"):
+        body += '<p class="about"><b>Interrupted</b>: results cover the requests that finished.</p>'
+    return section("overview", "Results", body, "Successful requests only; warm-up excluded.")
+
+
+_OVERVIEW = (
+    ("ttft_ms", "p50", 0),
+    ("ttft_ms", "p99", 0),
+    ("tpot_ms", "p50", 1),
+    ("output_tps", "p50", 1),
+    ("e2e_ms", "p50", 0),
+    ("e2e_ms", "p99", 0),
+)
+
+
+def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
+    return table(("", ""), ((k, "-" if v is None else str(v)) for k, v in pairs), cls="kv")
+
+
+def _setup(summary: dict[str, Any]) -> str:
+    env, config = summary.get("environment"), summary.get("config")
+    if not env and not config:
+        return section("setup", "Configuration and environment", "<p>Not recorded by this version.</p>")
+    parts = []
+    if config:
+        settings = [(k, json.dumps(v) if isinstance(v, dict | list) else v) for k, v in config.items()
+                    if k != "endpoints"]  # fmt: skip
+        parts.append(f"<div><h2>Run</h2>{_kv(settings)}</div>")
+        rows = [
+            (e["name"], e["base_url"], e["model"], e.get("api_key_env") or "-",
+             json.dumps(e.get("body") or {}), ", ".join(e.get("headers") or []) or "-")
+            for e in config.get("endpoints", [])
+        ]  # fmt: skip
+        headers = ("endpoint", "base URL", "model", "key variable", "extra body", "extra headers")
+        parts.append(f"<div><h2>Endpoints</h2>{table(headers, rows)}</div>")
+    if env:
+        parts.append(f"<div><h2>Environment</h2>{_kv(env.items())}</div>")
+    about = "API keys are never recorded: only the name of the variable that held one."
+    return section(
+        "setup", "Configuration and environment", f'<div class="cols">{"".join(parts)}</div>', about
+    )
+
+
+def render_run(
+    summary: dict[str, Any] | None, records: Sequence[RequestRecord], verify: dict[str, Any] | None = None
+) -> str:
+    sections, nav = [], []
+    if summary is not None:
+        figs = plots.figures(summary, records)
+        sections += [_overview(summary), *(figure(f) for f in figs)]
+        nav += [("overview", "Results"), *((f.key, f.title) for f in figs)]
+    if verify is not None:
+        sections.append(verify_section(verify))
+        nav.append(("verify", "Verification"))
+    if summary is not None:
+        sections.append(_setup(summary))
+        nav.append(("setup", "Configuration"))
+    env = (summary or {}).get("environment") or {}
+    when = env.get("started_utc", "time not recorded")
+    names = ", ".join(dict.fromkeys(e["name"] for e in (summary or {}).get("endpoints", [])))
+    subtitle = f"{names or 'verification'} · {when} · lossless {env.get('lossless_version', '')}".strip()
+    return page("lossless report", subtitle, sections, nav)
+
+
+def verify_section(v: dict[str, Any]) -> str:
+    verdict = str(v.get("verdict", "inconclusive"))
+    reasons = "".join(f"<li>{escape(str(r))}</li>" for r in v.get("reasons", []))
+    notes = "".join(f"<li>note: {escape(str(n))}</li>" for n in v.get("notes", []))
+    base, cand = v.get("baseline", {}), v.get("candidate", {})
+    head = (
+        f'<p><span class="badge {escape(verdict)}">{escape(verdict)}</span> '
+        f"{escape(cand.get('model', ''))} at {escape(cand.get('base_url', ''))} against "
+        f"{escape(base.get('model', ''))} at {escape(base.get('base_url', ''))}</p>"
+        f'<ul class="tight">{reasons}{notes}</ul>'
+    )
+    rows, bars = [], []
+    for t in v.get("tests", []):
+        aa, ab = t["aa"], t["ab"]
+        rows.append((t["name"], f"{t['aa_holm_p']:.3g}", f"{t['ab_holm_p']:.3g}", f"{ab['effect']:+.4g}",
+                     f"{aa['effect']:+.4g}", t["effect_meaning"]))  # fmt: skip
+        for arm, found, p in (("A/A", aa, t["aa_holm_p"]), ("A/B", ab, t["ab_holm_p"])):
+            if found.get("threshold"):
+                tip = f"{t['name']} {arm}: statistic {found['statistic']:.4g}, p (Holm) {p:.3g}"
+                ratio = found["statistic"] / found["threshold"]
+                bars.append(svg.Row(f"{t['name']} {arm}", ratio, group=_ARMS[arm], tip=tip))
+    chart = svg.intervals(
+        "Test statistics against what this run could detect",
+        "statistic / smallest flagged statistic",
+        bars,
+        refs=[(1.0, "flagged")],
+    )
+    headers = ("test", "A/A p (Holm)", "A/B p (Holm)", "A/B effect", "A/A effect", "effect is")
+    numbers = table(headers, rows)
+    body = head + f'<div class="figure">{chart}<div class="numbers">{numbers}</div></div>'
+    body += _tasks(v)
+    about = (
+        "A/A compares the baseline with itself (the noise floor), A/B the candidate with the baseline. "
+        "A dot right of the dashed line is a difference this run's test flags."
+    )
+    return section("verify", "Verification: is it the same model?", body, about)
+
+
+_ARMS = {"A/A": "A/A: baseline against itself", "A/B": "A/B: candidate against baseline"}
+
+
+def _tasks(v: dict[str, Any]) -> str:
+    parts = []
+    t = v.get("tasks")
+    if t:
+        m = t["margin"]
+        row = svg.Row("accuracy difference", t["difference"], t["ci90"][0], t["ci90"][1], tip="90% CI")
+        parts.append(
+            svg.intervals(
+                "Task accuracy: candidate - baseline (90% CI, TOST)",
+                "accuracy difference",
+                [row],
+                refs=[(-m, f"-{m:g}"), (m, f"+{m:g}")],
+            )
+        )
+        parts.append(
+            f"<p>{t['n']} tasks; both right {t['both']}, only baseline {t['only_x']}, only candidate "
+            f"{t['only_y']}; McNemar p {t['p_mcnemar']:.3g}; equivalent within ±{m:g}: "
+            f"{'yes' if t['equivalent'] else 'no'}.</p>"
+        )
+    g = v.get("greedy") or {}
+    if "candidate_match" in g:
+        parts.append(
+            f"<p>Greedy (diagnostic): the candidate matches the baseline on {g['candidate_match']:.0%} "
+            f"of prompts; the baseline matches itself on {g['baseline_self_match']:.0%}.</p>"
+        )
+    a = v.get("logprob_agreement")
+    if a:
+        parts.append(
+            f"<p>Log-prob agreement on {a['n']} texts: {a['mean_abs_diff']:.3g} nats/token (baseline "
+            f"against itself {a['baseline_noise']:.3g}).</p>"
+        )
+    return "".join(parts)
+
+
+# --- files --------------------------------------------------------------------------------------------
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any] | None, list[RequestRecord], dict[str, Any] | None]:
+    """What ``bench --out`` (summary.json, records.jsonl) and ``verify --out`` (verify.json) left in DIR."""
+
+    def read(name: str) -> dict[str, Any] | None:
+        path = run_dir / name
+        if not path.exists():
+            return None
+        try:
+            return dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read {path}: {exc}") from exc
+
+    summary, verify = read("summary.json"), read("verify.json")
+    records_path = run_dir / "records.jsonl"
+    if summary is None and verify is None:
+        raise UsageError(f"{run_dir} holds neither summary.json (bench --out) nor verify.json (verify --out)")
+    if summary is not None and not records_path.exists():
+        raise UsageError(f"{run_dir} has summary.json but no records.jsonl to plot")
+    records = list(read_jsonl(records_path)) if summary is not None else []
+    return summary, records, verify
+
+
+def build(run_dir: Path) -> str:
+    return render_run(*load_run(run_dir))
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,248 @@
+"""A run's records and summary -> the report's figures: one chart and the numbers beside it, each.
+
+Per-request values come from ``analyze.timing`` and the tables from the summary, so the report shows the
+numbers ``analyze`` computed, never a second computation of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lossless import analyze
+from lossless.analyze import Timing, timing
+from lossless.records import TOKEN_KINDS, RequestRecord
+from lossless.report import svg
+
+Groups = dict[str, list[RequestRecord]]
+_STALL_COLOR = "#111111"
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str  # HTML anchor
+    title: str
+    about: str  # how to read it, one or two sentences
+    svg: str
+    headers: tuple[str, ...]
+    rows: Sequence[Sequence[str]]
+
+
+def groups(records: Sequence[RequestRecord]) -> Groups:
+    """Successful final attempts, warm-up excluded, by "endpoint load" (or just one of the two when the
+    other never varies), in the order the run first sent them."""
+    keep = [r for r in records if not r.warmup and r.ok and not r.retried]
+    many_loads = len({r.load for r in keep}) > 1
+    many_endpoints = len({r.endpoint for r in keep}) > 1
+    out: Groups = {}
+    for r in keep:
+        parts = [r.endpoint] if many_endpoints or not many_loads else []
+        out.setdefault(" ".join([*parts, r.load] if many_loads else parts), []).append(r)
+    return out
+
+
+def entry_label(e: dict[str, Any], entries: Sequence[dict[str, Any]]) -> str:
+    many_loads = len({x["load"] for x in entries}) > 1
+    many_endpoints = len({x["name"] for x in entries}) > 1
+    if many_loads:
+        return f"{e['name']} {e['load']}" if many_endpoints else e["load"]
+    return str(e["name"])
+
+
+def _num(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _stat_rows(entries: Sequence[dict[str, Any]], metric: str, digits: int) -> list[Sequence[str]]:
+    rows: list[Sequence[str]] = []
+    for e in entries:
+        d = e.get(metric, {})
+        ci = d.get("p50_ci95")
+        ci_text = f"{_num(ci[0], digits)}-{_num(ci[1], digits)}" if ci else "-"
+        rows.append(
+            (entry_label(e, entries), str(d.get("n", 0)), _num(d.get("p50"), digits), ci_text,
+             _num(d.get("p90"), digits), _num(d.get("p99"), digits), _num(d.get("max"), digits))
+        )  # fmt: skip
+    return rows
+
+
+_STAT_HEADERS = ("", "n", "p50", "p50 95% CI", "p90", "p99", "max")
+
+
+def distribution(
+    key: str, g: Groups, summary: dict[str, Any], metric: str, value: Callable[[Timing], float | None],
+    title: str, unit: str, about: str,
+) -> Figure:  # fmt: skip
+    series = []
+    for label, recs in g.items():
+        values = [v for v in (value(timing(r)) for r in recs) if v is not None]
+        series.append(svg.Series(label, svg.cdf(values), kind="step"))
+    chart = svg.Chart(title, f"{title} ({unit})", "share of requests at or below", series)
+    digits = 1 if unit == "tokens/s" else 0
+    return Figure(
+        key, title, about, svg.render(chart), _STAT_HEADERS, _stat_rows(summary["endpoints"], metric, digits)
+    )
+
+
+def e2e_vs_tokens(g: Groups, summary: dict[str, Any]) -> Figure:
+    series = []
+    for label, recs in g.items():
+        pts, tips = [], []
+        for r in recs:
+            if r.n_out is not None:
+                e2e = timing(r).e2e
+                pts.append((float(r.n_out), e2e))
+                tips.append(f"{label} #{r.request_index}: {r.n_out} tokens in {e2e:,.0f} ms")
+        series.append(svg.Series(label, pts, kind="points", tips=tips))
+    chart = svg.Chart("E2E against output tokens", "output tokens", "end-to-end time (ms)", series)
+    entries = summary["endpoints"]
+    rows = [
+        (entry_label(e, entries), _num(e["n_out"].get("p50")), _num(e["e2e_ms"].get("p50")),
+         _num(e["tpot_ms"].get("p50"), 1), _num(e["ttft_ms"].get("p50")))
+        for e in entries
+    ]  # fmt: skip
+    about = (
+        "Each dot is one request. The slope is the time per output token; the height where it meets the "
+        "left edge is the fixed cost (queueing, prefill, first token)."
+    )
+    headers = ("", "tokens p50", "E2E p50 (ms)", "TPOT p50 (ms)", "TTFT p50 (ms)")
+    return Figure("e2e-tokens", "E2E against output tokens", about, svg.render(chart), headers, rows)
+
+
+def _cumulative(r: RequestRecord) -> list[tuple[float, float]]:
+    """(ms since sent, tokens so far) at each token event: the server's counts when it sends them,
+    else one per event (then the axis counts chunks)."""
+    pts, n = [], 0
+    for t, kind, tokens in zip(r.event_ns, r.event_kinds, r.event_tokens, strict=True):
+        if kind in TOKEN_KINDS:
+            n = tokens if tokens >= 0 else n + 1
+            pts.append(((t - r.sent_ns) / 1e6, float(n)))
+    return pts
+
+
+def _sample(recs: list[RequestRecord], k: int, stall_ms: float) -> list[RequestRecord]:
+    """Up to k requests: those with stalls first (they are the story), then evenly spread over the run."""
+    stalled = [r for r in recs if any(g > stall_ms for g in timing(r).gaps)][:k]
+    rest = [r for r in recs if r not in stalled]
+    room = k - len(stalled)
+    step = max(1, len(rest) // room) if room > 0 else len(rest) + 1
+    return stalled + rest[::step][:room]
+
+
+def timelines(g: Groups, summary: dict[str, Any]) -> Figure:
+    stall_ms = summary.get("stall_threshold_s", 1.0) * 1000.0
+    per_group = max(4, 36 // max(1, len(g)))
+    series, stalls, tips = [], [], []
+    for label, recs in g.items():
+        for r in _sample(recs, per_group, stall_ms):
+            pts = _cumulative(r)
+            series.append(svg.Series(label, pts, kind="step", opacity=0.65))
+            for (t0, _), (t1, n1) in itertools.pairwise(pts):
+                if t1 - t0 > stall_ms:
+                    stalls.append((t1, n1))
+                    tips.append(f"{label} #{r.request_index}: {t1 - t0:,.0f} ms without a token")
+    if stalls:
+        stall_label = f"stall (gap > {stall_ms / 1000:g} s)"
+        series.append(svg.Series(stall_label, stalls, kind="points", tips=tips, color=_STALL_COLOR))
+    chart = svg.Chart("Token arrival per request", "time since the request was sent (ms)",
+                      "tokens received", series)  # fmt: skip
+    entries = summary["endpoints"]
+    rows = [
+        (entry_label(e, entries), str(e["stalls"]["count"]), str(e["stalls"]["requests_with_stalls"]),
+         _num(e["stalls"]["total_s"], 1), _num(e["inter_chunk_ms"].get("p50"), 1),
+         _num(e["inter_chunk_ms"].get("p99"), 1), _num(e["inter_chunk_ms"].get("max")))
+        for e in entries
+    ]  # fmt: skip
+    about = (
+        f"One line per request (a sample of up to {per_group} per group, stalled ones first): tokens "
+        "received against time. A flat stretch is a wait between chunks; a steep line is fast decoding."
+    )
+    headers = (
+        "",
+        "stalls",
+        "requests stalled",
+        "stalled (s)",
+        "gap p50 (ms)",
+        "gap p99 (ms)",
+        "gap max (ms)",
+    )
+    return Figure("timelines", "Token arrival per request", about, svg.render(chart), headers, rows)
+
+
+def over_time(g: Groups, records: Sequence[RequestRecord]) -> Figure:
+    t0 = min((r.sent_ns for recs in g.values() for r in recs), default=0)
+    series = []
+    for label, recs in g.items():
+        pts = [((r.sent_ns - t0) / 1e9, timing(r).e2e) for r in recs]
+        tips = [f"{label} #{r.request_index}: {e2e:,.0f} ms" for r, (_, e2e) in zip(recs, pts, strict=True)]
+        series.append(svg.Series(label, pts, kind="points", tips=tips))
+    chart = svg.Chart(
+        "Latency over the run", "time since the run started (s)", "end-to-end time (ms)", series
+    )
+    rows = []
+    for d in analyze.drift(records):
+        ratio = d["ratio"]
+        rows.append(
+            (f"{d['name']} {d['load']}", str(d["n"]), _num(d["first_half_p50_ms"]),
+             _num(d["second_half_p50_ms"]), "-" if ratio is None else f"{ratio:.2f}x")
+        )  # fmt: skip
+    about = (
+        "Each dot is one request, at the time it was sent. A rising cloud means the endpoint slowed during "
+        "the run (throttling, a queue filling); the table compares the first and second halves."
+    )
+    headers = ("", "n", "E2E p50, 1st half (ms)", "E2E p50, 2nd half (ms)", "change")
+    return Figure("drift", "Latency over the run", about, svg.render(chart), headers, rows)
+
+
+def sweep(summary: dict[str, Any]) -> Figure | None:
+    """The throughput-latency curve: only when an endpoint ran at more than one load."""
+    entries = summary["endpoints"]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for e in entries:
+        by_name.setdefault(e["name"], []).append(e)
+    if all(len(v) < 2 for v in by_name.values()):
+        return None
+    series = []
+    for name, es in by_name.items():
+        pts = [(e["throughput"]["output_tokens_per_s"], e["e2e_ms"].get("p50")) for e in es]
+        keep = [(x, y) for x, y in pts if x is not None and y is not None]
+        tips = [
+            f"{name} {e['load']}: {x:,.1f} tok/s, {y:,.0f} ms" for e, (x, y) in zip(es, keep, strict=False)
+        ]
+        series.append(svg.Series(name, keep, kind="line"))
+        series.append(svg.Series(name, keep, kind="points", tips=tips))
+    chart = svg.Chart("Throughput against latency", "output tokens per second (all requests)",
+                      "E2E p50 (ms)", series)  # fmt: skip
+    rows = [
+        (e["name"], e["load"], _num(e["throughput"]["output_tokens_per_s"], 1),
+         _num(e["throughput"]["requests_per_s"], 2), _num(e["ttft_ms"].get("p50")),
+         _num(e["e2e_ms"].get("p50")), _num(e["e2e_ms"].get("p99")))
+        for e in entries
+    ]  # fmt: skip
+    about = (
+        "One point per load level. Moving right is more work done; moving up is each request waiting "
+        "longer. Where the line turns upward the endpoint is saturated."
+    )
+    headers = ("endpoint", "load", "tok/s", "req/s", "TTFT p50 (ms)", "E2E p50 (ms)", "E2E p99 (ms)")
+    return Figure("sweep", "Throughput against latency", about, svg.render(chart), headers, rows)
+
+
+def figures(summary: dict[str, Any], records: Sequence[RequestRecord]) -> list[Figure]:
+    g = groups(records)
+    out = [
+        distribution("ttft", g, summary, "ttft_ms", lambda t: t.ttft, "Time to first token", "ms",
+                     "Share of requests whose first token came within a given time: further left is "
+                     "better; a long tail to the right is what users notice."),
+        distribution("e2e", g, summary, "e2e_ms", lambda t: t.e2e, "End-to-end time", "ms",
+                     "Share of requests finished within a given time, from sending to the stream's end."),
+        distribution("speed", g, summary, "output_tps", lambda t: 1000.0 / t.tpot if t.tpot else None,
+                     "Output speed", "tokens/s",
+                     "Tokens per second after the first chunk (1/TPOT): further right is better."),
+        e2e_vs_tokens(g, summary),
+        timelines(g, summary),
+        over_time(g, records),
+    ]  # fmt: skip
+    curve = sweep(summary)
+    return [curve, *out] if curve else out

@@ -1,0 +1,146 @@
+"""The HTML report in a real headless browser (Debian's chromium through playwright): it renders every plot,
+logs no console error, and asks the network for nothing but the file itself.
+
+Skipped ONLY when /usr/bin/chromium is missing AND the CI environment variable is not set: in CI a missing
+browser fails the test rather than hiding it (CI installs `apt-get install chromium` and `pip install
+playwright`; `playwright install` is not used, the system chromium is).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from lossless.cli import main
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
+from scripted_server import ScriptedServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+FAKE_KEY = "sk-lossless-FAKE-7f3a9c2e1d"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists() and not os.environ.get("CI"),
+        reason="needs /usr/bin/chromium (apt-get install chromium); never skipped when CI is set",
+    ),
+]
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+        "--disable-component-update", "--disable-sync"]  # fmt: skip
+# A 1.2 s gap in one prompt's stream: a stall for the timeline plot.
+STALL = {"steps": [[0.01, "content", 2]] * 3 + [[1.2, "content", 1]] + [[0.01, "content", 1]] * 3}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real bench run: two endpoints (a fast and a slow scripted server), a sweep of two loads."""
+    out = tmp_path_factory.mktemp("report") / "run"
+    with ScriptedServer() as fast, ScriptedServer() as slow:
+        fast.script({"steps": [[0.005, "content", 1]] * 12}, **{"Hi!": STALL})
+        slow.script({"steps": [[0.02, "content", 1]] * 12, "head_delay": 0.05})
+        toml = out.parent / "endpoints.toml"
+        toml.write_text(
+            f'[[endpoint]]\nname = "fast"\nbase_url = "{fast.url}"\nmodel = "m"\napi_key_env = "FAKE_KEY"\n\n'
+            f'[[endpoint]]\nname = "slow"\nbase_url = "{slow.url}"\nmodel = "m"\n'
+            f'headers = {{ "Authorization" = "Bearer {FAKE_KEY}" }}\n'
+        )
+        args = ["bench", "--endpoints", str(toml), "--requests", "10", "--concurrency", "1,4"]
+        args += ["--out", str(out), "--html", str(out / "bench.html")]
+        result = CliRunner().invoke(main, args, env={"FAKE_KEY": FAKE_KEY})
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _load(page: Any, path: Path) -> tuple[list[str], list[str]]:
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    page.wait_for_load_state("networkidle")
+    return errors, requests
+
+
+@pytest.fixture(scope="module")
+def browser(run_dir: Path) -> Iterator[Any]:
+    # after run_dir: playwright's sync API holds an event loop on this thread, and bench starts its own
+    if os.environ.get("CI"):
+        import playwright.sync_api as sync_api
+    else:
+        sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+def _check_plots(page: Any) -> int:
+    plots = page.query_selector_all("svg.plot")
+    for plot in plots:
+        label = plot.get_attribute("aria-label")
+        assert "empty" not in (plot.get_attribute("class") or ""), f"no data in {label}"
+        assert plot.query_selector_all("path, circle"), f"nothing drawn in {label}"
+        box = plot.bounding_box()
+        assert box and box["width"] > 100 and box["height"] > 80, label
+    return len(plots)
+
+
+def test_report_renders_offline_with_every_plot(browser: Any, run_dir: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(run_dir), "-o", str(report)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(report)
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors, requests = _load(page, report)
+    assert errors == []
+    assert requests == [report.as_uri()]  # nothing but the file: no font, script, image or beacon
+    # sweep, TTFT, E2E, speed, E2E-vs-tokens, timelines, drift
+    assert _check_plots(page) == 7
+    titles = page.eval_on_selector_all("svg.plot", "els => els.map(e => e.getAttribute('aria-label'))")
+    assert "Throughput against latency" in titles and "Token arrival per request" in titles
+    text = page.inner_text("body")
+    for words in (
+        "fast",
+        "slow",
+        "c=4",
+        "stall (gap > 1 s)",
+        "lossless_version",
+        "FAKE_KEY",
+        "Authorization",
+    ):
+        assert words in page.content() or words in text, words
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    shutil.copy(tmp_path / "report.png", "/tmp/lossless-report.png")
+    page.close()
+
+
+def test_no_key_in_any_file_and_bench_html_written(run_dir: Path) -> None:
+    written = "".join(p.read_text(encoding="utf-8") for p in run_dir.iterdir())
+    assert (run_dir / "bench.html").exists()
+    assert FAKE_KEY not in written and "sk-lossless" not in written
+    config = json.loads((run_dir / "summary.json").read_text())["config"]
+    assert config["endpoints"][1]["headers"] == ["Authorization"]  # the name, never the value
+
+
+def test_compare_page_renders(browser: Any, run_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "compare.html"
+    result = CliRunner().invoke(main, ["compare", str(run_dir), str(run_dir), "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    ratios = json.loads(result.stdout)["comparisons"]
+    assert ratios and all(c["ratio"] == pytest.approx(1.0) for c in ratios)  # a run against itself
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors, requests = _load(page, out)
+    assert errors == [] and requests == [out.as_uri()]
+    assert _check_plots(page) == 4
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+    shutil.copy(tmp_path / "compare.png", "/tmp/lossless-compare.png")
+    page.close()
