@@ -13,5 +13,7 @@ class ServeConfig:
     dtype: str = "float32"  # weights are dequantized to this at load
     max_queue: int = 64  # waiting requests beyond this get 429
     max_context: int | None = None  # cap on prompt + generated tokens; None -> the model's
-    speculative: str = "none"  # drafter spec, see engine speculative decoding
+    speculative: str = "none"  # drafter spec: ngram, draft:PATH or none (engine/drafts.py)
+    spec_k: int | None = None  # longest draft per step; None -> the drafter's default
+    spec_threshold: float | None = None  # draft models: stop after a token below this probability
     threads: int | None = None  # torch intra-op threads; None -> torch's default

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,8 +16,10 @@ from lossless.engine.sampling import SamplingParams
 from lossless.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
+    from lossless.engine.drafts import DrafterSpec
     from lossless.engine.hf import Checkpoint
     from lossless.engine.model import Transformer
+    from lossless.engine.speculative import Drafter
     from lossless.engine.tokenizer import Tokenizer
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -55,6 +57,14 @@ class Engine:
         self.name = name or checkpoint.name
         self.max_context = self.model.max_seq_len
         self.dtype = str(self.model.output.weight.dtype).removeprefix("torch.")
+        self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
+        self.drafter: Drafter | None = None
+
+    def use_drafter(self, spec: DrafterSpec) -> None:
+        """Decode speculatively from now on (kind "none": plainly); draft:PATH loads that checkpoint."""
+        from lossless.engine.drafts import build_drafter
+
+        self.spec, self.drafter = spec, build_drafter(spec, self)
 
     @classmethod
     def load(cls, path: Path, *, dtype: str = "float32", max_context: int | None = None) -> Engine:
@@ -102,11 +112,24 @@ class Engine:
         between tokens and stops with finish_reason "cancelled" when it is set."""
         from lossless.engine.generate import generate_text, plain_tokens
         from lossless.engine.sampling import make_generator
+        from lossless.engine.speculative import SpecStats, speculative_decode
 
         self._check_prompt(prompt_ids)
         budget = min(params.max_tokens, self.max_context - len(prompt_ids))
-        source = plain_tokens(self.model, prompt_ids, params, make_generator(params.seed))
-        yield from generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel)
+        generator = make_generator(params.seed)
+        if self.drafter is None or self.spec is None:
+            source = plain_tokens(self.model, prompt_ids, params, generator)
+            yield from generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel)
+            return
+        stats = SpecStats(self.spec.k)
+        source = speculative_decode(
+            self.model, self.drafter, prompt_ids, params, max_new_tokens=budget, k_max=self.spec.k,
+            generator=generator, stats=stats,
+        )  # fmt: skip
+        for delta in generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel):
+            if delta.finish_reason is not None:  # the source is closed by now: the figures are final
+                delta = replace(delta, stats={**delta.stats, **stats.as_dict()})
+            yield delta
 
     def score(self, prompt_ids: list[int], top_logprobs: int = 0) -> list[TokenLogprob | None]:
         """Teacher-forced log-probabilities of each prompt token given its prefix (None for the first)."""

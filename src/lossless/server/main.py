@@ -38,6 +38,9 @@ def load_model(config: ServeConfig) -> LoadedModel:
 
         torch.set_num_threads(config.threads)
     engine = Engine.load(path, dtype=config.dtype, max_context=config.max_context)
+    from lossless.engine.drafts import parse_drafter_spec  # imports torch: only when serving
+
+    engine.use_drafter(parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold))
     requested = config.model or models.DEFAULT_MODEL
     name = requested if requested in models.EMBEDDED else engine.name
     aliases = {engine.name, path.stem, path.name, requested, *_embedded_names(path)}

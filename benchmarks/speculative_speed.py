@@ -1,0 +1,275 @@
+"""Speculative decoding speed on the embedded SmolLM2 (CPU, batch 1). A benchmark, not a test.
+
+For each prompt suite (input-grounded tasks with long outputs; open chat) and temperature (greedy,
+0.7), every method decodes the same prompts, interleaved prompt by prompt so that a shared machine's
+load falls on all of them alike:
+
+    plain            our engine, one token per forward
+    ngram            our engine, prompt-lookup n-gram drafts (lossless speculative decoding)
+    draft:PATH       our engine, a small draft checkpoint (with --draft PATH)
+    hf plain         transformers' generate on the same GGUF
+    hf lookup        transformers' assisted generation, prompt_lookup_num_tokens
+
+Figures: decode speed = output tokens after the first / (time of the last token - time of the first),
+end-to-end time per request, speed-up over the same engine's plain decoding, and for our drafters the
+mean accepted length (tokens per target forward) and acceptance by draft position. eos ends a request.
+
+    python benchmarks/speculative_speed.py [--suites grounded chat] [--temps 0 0.7] [--draft PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lossless.engine.drafts import build_drafter, parse_drafter_spec
+from lossless.engine.engine import Engine
+from lossless.engine.generate import Accepted, generate_text, plain_tokens
+from lossless.engine.sampling import SamplingParams, make_generator
+from lossless.engine.speculative import SpecStats, speculative_decode
+from lossless.models import resolve
+
+PARAGRAPH = (
+    "The city library opened its new reading room last spring. It has tall windows facing the park, "
+    "long oak tables, and quiet corners with armchairs for anyone who wants to read for an afternoon. "
+    "Volunteers run a homework club on Tuesdays and Thursdays, and on Saturday mornings a storyteller "
+    "reads to young children. The librarians say that visits have doubled since the room opened, and "
+    "they hope to add a small cafe next year if the council approves the budget."
+)
+TYPOS = (
+    "Yesterday we walkd to the harbour to wach the boats come in. The wind was strong and the waves "
+    "were hight, but the fishermen seemed calm and confidant. One of them told us that he had been "
+    "sailing for fourty years and had never seen the sea so rough in sumer. We bought fresh fish for "
+    "diner and walked home along the cliffs as the sun set behind the lighthouse."
+)
+CODE = """def summarize(values):
+    n = len(values)
+    if n == 0:
+        return None
+    s = 0
+    for v in values:
+        s = s + v
+    m = s / n
+    sq = 0
+    for v in values:
+        sq = sq + (v - m) ** 2
+    sd = (sq / n) ** 0.5
+    lo = min(values)
+    hi = max(values)
+    return {"n": n, "mean": m, "sd": sd, "min": lo, "max": hi}
+"""
+SUITES = {
+    "grounded": [
+        f"Repeat the following text exactly, word for word:\n\n{PARAGRAPH}",
+        f"Correct the spelling mistakes in this text and write out the corrected text:\n\n{TYPOS}",
+        f"In this Python code, rename the variable `values` to `samples` and `n` to `count`. "
+        f"Write out the whole code.\n\n{CODE}",
+        f"Rewrite this text, replacing 'library' with 'museum' everywhere:\n\n{PARAGRAPH}",
+        f"Add a short comment above each line of this Python code:\n\n{CODE}",
+        f"Rewrite this text in the present tense:\n\n{TYPOS}",
+    ],
+    "chat": [
+        "What are some good habits for staying healthy while working from home?",
+        "Write a short story about a robot who wants to learn to paint.",
+        "Explain how rainbows form, for a ten-year-old.",
+        "Give me three ideas for a weekend trip with friends, and why each is fun.",
+        "What is the difference between a virus and a bacterium?",
+        "Write a polite email asking a neighbour to keep their music down at night.",
+    ],
+}
+
+
+@dataclass
+class Result:
+    tokens: int = 0  # output tokens
+    after_first: int = 0  # output tokens after the first
+    decode_s: float = 0.0  # time from the first to the last token
+    e2e_s: float = 0.0  # whole requests
+    requests: int = 0
+    stats: SpecStats | None = None
+    per_request: list[float] = field(default_factory=list)  # decode tok/s per request
+
+    def add(self, n: int, t0: float, t_first: float, t_last: float) -> None:
+        self.requests += 1
+        self.tokens += n
+        self.after_first += n - 1
+        self.decode_s += t_last - t_first
+        self.e2e_s += t_last - t0
+        if n > 1 and t_last > t_first:
+            self.per_request.append((n - 1) / (t_last - t_first))
+
+
+Runner = Callable[[list[int], SamplingParams, Result], None]
+
+
+def ours(engine: Engine, spec: str | None, k: int | None = None) -> Runner:
+    """Our engine through the real generation loop; ``spec`` None -> plain decoding."""
+    drafter = build_drafter(parse_drafter_spec(spec, k), engine) if spec else None
+
+    def run(ids: list[int], params: SamplingParams, out: Result) -> None:
+        gen = make_generator(params.seed)
+        if drafter is None:
+            source: Iterator[Accepted] = plain_tokens(engine.model, ids, params, gen)
+        else:
+            out.stats = out.stats or SpecStats(parse_drafter_spec(spec or "", k).k)
+            source = speculative_decode(
+                engine.model, drafter, ids, params, max_new_tokens=params.max_tokens,
+                k_max=out.stats.k_max, generator=gen, stats=out.stats,
+            )  # fmt: skip
+        times: list[float] = []
+        t0 = time.perf_counter()
+        n = 0
+        for delta in generate_text(
+            _stamped(source, times), engine.tokenizer, params, budget=params.max_tokens
+        ):
+            n += len(delta.token_ids)
+        out.add(n, t0, times[0], times[-1])
+
+    return run
+
+
+def _stamped(source: Iterator[Accepted], times: list[float]) -> Iterator[Accepted]:
+    for batch in source:
+        times.append(time.perf_counter())
+        yield batch
+
+
+def theirs(path: Path, eos: list[int], lookup: int) -> Runner:
+    """transformers' generate on the same GGUF; ``lookup`` > 0 -> prompt-lookup assisted generation."""
+    from transformers import AutoModelForCausalLM
+    from transformers.generation.streamers import BaseStreamer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    model.eval()
+
+    class Clock(BaseStreamer):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def put(self, value: Any) -> None:  # the first call carries the prompt
+            self.times.append(time.perf_counter())
+
+        def end(self) -> None:
+            pass
+
+    def run(ids: list[int], params: SamplingParams, out: Result) -> None:
+        clock = Clock()
+        extra: dict[str, Any] = {"prompt_lookup_num_tokens": lookup} if lookup else {}
+        if not params.greedy:
+            extra |= {"temperature": params.temperature, "top_k": 0, "top_p": 1.0}
+            torch.manual_seed(params.seed or 0)
+        t0 = time.perf_counter()
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = model.generate(
+                torch.tensor([ids]), max_new_tokens=params.max_tokens, do_sample=not params.greedy,
+                eos_token_id=eos, pad_token_id=eos[0], streamer=clock, **extra,
+            )  # fmt: skip
+        out.add(result.shape[1] - len(ids), t0, clock.times[1], clock.times[-1])
+
+    return run
+
+
+def summarize(results: dict[tuple[str, float, str], Result]) -> list[dict[str, Any]]:
+    """Pure numbers: one row per (suite, temperature, method), with speed-ups over plain decoding."""
+    rows = []
+    for (suite, temp, method), r in results.items():
+        base_name = "hf plain" if method.startswith("hf") else "plain"
+        base = results.get((suite, temp, base_name))
+        speed = r.after_first / r.decode_s if r.decode_s else 0.0
+        base_speed = base.after_first / base.decode_s if base and base.decode_s else 0.0
+        figures = r.stats.as_dict() if r.stats else {}
+        rows.append(
+            {
+                "suite": suite,
+                "temperature": temp,
+                "method": method,
+                "requests": r.requests,
+                "tokens": r.tokens,
+                "decode_tok_s": speed,
+                "speedup": speed / base_speed if base_speed else None,
+                "e2e_s_mean": r.e2e_s / r.requests,
+                "e2e_speedup": (base.e2e_s / r.e2e_s) if base and r.e2e_s else None,
+                "mean_accepted_length": figures.get("mean_accepted_length"),
+                "acceptance_by_position": figures.get("acceptance_by_position"),
+                "accept_counts": figures.get("accept_counts"),
+            }
+        )
+    return rows
+
+
+def render(rows: list[dict[str, Any]]) -> None:
+    head = f"{'suite':<9}{'temp':>5} {'method':<16}{'tok':>6}{'tok/s':>8}{'speed-up':>9}{'e2e s':>8}"
+    print(head + f"{'e2e x':>7}{'acc.len':>8}  acceptance by position")
+    for r in rows:
+        by_pos = " ".join(f"{a:.2f}" for a in (r["acceptance_by_position"] or []) if a is not None)
+        print(
+            f"{r['suite']:<9}{r['temperature']:>5} {r['method']:<16}{r['tokens']:>6}"
+            f"{r['decode_tok_s']:>8.1f}{_num(r['speedup'], 8, 'x')}{r['e2e_s_mean']:>8.2f}"
+            f"{_num(r['e2e_speedup'], 7, 'x')}{_num(r['mean_accepted_length'], 8)}  {by_pos}"
+        )
+
+
+def _num(value: float | None, width: int, unit: str = "") -> str:
+    return f"{value:.2f}{unit}".rjust(width) if value is not None else "-".rjust(width)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
+    ap.add_argument("--temps", nargs="+", type=float, default=[0.0, 0.7])
+    ap.add_argument("--max-tokens", type=int, default=192)
+    ap.add_argument("--prompts", type=int, default=6, help="prompts per suite")
+    ap.add_argument("--draft", type=Path, default=None, help="also measure draft:PATH")
+    ap.add_argument("--k", type=int, default=None, help="--spec-k for our drafters")
+    ap.add_argument("--lookup", type=int, default=10, help="transformers' prompt_lookup_num_tokens")
+    ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    opts = ap.parse_args()
+    torch.set_num_threads(opts.threads)
+    print(f"threads {opts.threads}, load average {os.getloadavg()} before", file=sys.stderr)
+
+    path = resolve(None)
+    engine = Engine.load(path, max_context=2048)
+    methods: dict[str, Runner] = {"plain": ours(engine, None), "ngram": ours(engine, "ngram", opts.k)}
+    if opts.draft:
+        methods[f"draft:{opts.draft.name}"] = ours(engine, f"draft:{opts.draft}", opts.k)
+    if not opts.no_transformers:
+        eos = sorted(engine.tokenizer.eos_ids)
+        methods["hf plain"] = theirs(path, eos, 0)
+        methods["hf lookup"] = theirs(path, eos, opts.lookup)
+
+    results: dict[tuple[str, float, str], Result] = {}
+    for suite in opts.suites:
+        prompts = [
+            engine.chat_prompt([{"role": "user", "content": p}]) for p in SUITES[suite][: opts.prompts]
+        ]
+        for temp in opts.temps:
+            for i, ids in enumerate(prompts):
+                params = SamplingParams(max_tokens=opts.max_tokens, temperature=temp, seed=i)
+                for name, run in methods.items():
+                    if i == 0 and (suite, temp) == (opts.suites[0], opts.temps[0]):
+                        run(ids, SamplingParams(max_tokens=8, temperature=temp, seed=0), Result())  # warm-up
+                    run(ids, params, results.setdefault((suite, temp, name), Result()))
+                print(f"{suite} t={temp} prompt {i + 1}/{len(prompts)} done", file=sys.stderr)
+            if opts.json:  # as we go: a long run that fails late keeps what it measured
+                opts.json.write_text(json.dumps(summarize(results), indent=1))
+    render(summarize(results))
+    print(f"load average {os.getloadavg()} after (a shared machine makes these noisy)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""How often verify catches lossy candidates, and how often it wrongly flags a lossless one.
+
+Not a test (too slow for CI): each candidate is verified against the same baseline over many seeds at
+the default budget, all over real HTTP on the tiny talkative checkpoint (tests/support/lossy_engines.py).
+Targets: lossy caught >= 90% of the time; the lossless candidate flagged "different" <= 5%.
+
+    .venv/bin/python benchmarks/verify_power.py --seeds 20 [--only NAME] > power.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path[:0] = [
+    str(Path(__file__).parents[1] / "tests"),
+    str(Path(__file__).parents[1] / "tests" / "support"),
+]
+import lossy_engines as le  # noqa: E402
+
+from conftest import write_tiny_checkpoint  # noqa: E402
+from lossless.config import ServeConfig  # noqa: E402
+from lossless.endpoints import Endpoint  # noqa: E402
+from lossless.engine.engine import Engine  # noqa: E402
+from lossless.server.launch import start_embedded  # noqa: E402
+from lossless.verify.stage import BUDGETS, VerifyConfig, verify  # noqa: E402
+
+
+def _draft_skip(p: Path) -> Engine:
+    engine = le.SkipResidual.load(p)
+    engine.draft_model = le.perturb(Engine.load(p), 1.0, seed=1)  # a draft model that disagrees often
+    return engine
+
+
+CANDIDATES: dict[str, tuple[Callable[[Path], Engine], bool]] = {  # name -> (build, lossy)
+    "speculative ngram (lossless)": (lambda p: le.Speculative.load(p), False),
+    "temperature 0.8 for 1.0": (lambda p: le.ServedTemperature.load(p), True),
+    "hidden top_p 0.9": (lambda p: le.HiddenTopP.load(p), True),
+    "weights at 4 bits": (lambda p: le.quantize_4bit(Engine.load(p)), True),
+    "weights perturbed 5%": (lambda p: le.perturb(Engine.load(p), 0.05), True),
+    "speculative ngram, no residual": (lambda p: le.SkipResidual.load(p), True),
+    "speculative draft model, no residual": (_draft_skip, True),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp())
+    ckpt = le.talkative_checkpoint(write_tiny_checkpoint(folder / "tiny"), folder / "talkative")
+    out = {}
+    with start_embedded(ServeConfig(), loaded=le.loaded(Engine.load(ckpt))) as base:
+        for name, (build, lossy) in CANDIDATES.items():
+            if args.only and args.only not in name:
+                continue
+            verdicts: Counter[str] = Counter()
+            start = time.perf_counter()
+            with start_embedded(ServeConfig(), loaded=le.loaded(build(ckpt))) as url:
+                for seed in range(args.seeds):
+                    config = VerifyConfig(None, BUDGETS["default"], seed=seed)
+                    result = asyncio.run(
+                        verify(Endpoint("b", base, "tiny"), Endpoint("c", url, "tiny"), config)
+                    )
+                    verdicts[result.verdict] += 1
+            rate = verdicts["different"] / args.seeds
+            out[name] = {"lossy": lossy, "verdicts": dict(verdicts), "different_rate": rate,
+                         "seconds_per_run": round((time.perf_counter() - start) / args.seeds, 2)}  # fmt: skip
+            print(f"{name}: {dict(verdicts)}", file=sys.stderr, flush=True)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""Lossless speculative decoding, gpt-fast style: draft -> one target forward -> accept -> roll back.
+
+One step, with p_i the target's and q_i the drafter's distribution after the *same* warp
+(temperature -> top-k -> top-p, `sampling.warp`):
+
+    draft x_1..x_k with q_1..q_k       (the stop rule may look at x_<=i only: non-anticipating)
+    one target forward over [last, x_1..x_k] -> p_1..p_{k+1}
+    accept x_i while u_i * q_i(x_i) < p_i(x_i); at the first rejection emit a sample of
+    norm(max(0, p_i - q_i)) (p_i when that has no mass) and stop; all accepted -> a bonus from p_{k+1}
+
+Every emitted token is then distributed exactly as plain sampling from the warped target would
+give it (Leviathan et al. 2023, Chen et al. 2023); tests/unit/test_speculative_*.py prove it three
+ways. The KV cache "rolls back" for free: `Transformer` attends by position, so the next forward
+simply starts at the accepted prefix's length and overwrites what the rejected tokens left behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from lossless.engine.generate import Accepted
+from lossless.engine.sampling import SamplingParams, sample, warp
+
+
+@dataclass(frozen=True)
+class Draft:
+    tokens: list[int]  # x_1..x_k, k >= 0
+    q: Tensor | None  # [k, V] the distributions they were sampled from; None: deterministic (one-hot)
+
+
+class Drafter(Protocol):
+    """What `speculative_decode` needs from a drafter (n-gram, draft model, later a draft head)."""
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        """A new request: forget everything about the previous one."""
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+        hidden: Tensor | None,
+    ) -> Draft:
+        """Draft at most k tokens to follow ``context`` (prompt + everything emitted so far).
+
+        ``params`` is the request's warp (apply it with `sampling.warp`). ``hidden`` [dim] is the
+        target's final hidden state at the position that predicted ``context[-1]``: free to pass,
+        it is what a trained draft head drafts from.
+        """
+        ...
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        """Feedback after each step, for adaptive draft lengths (past outcomes only)."""
+
+
+class CausalLM(Protocol):
+    """The target: `model.Transformer`, or anything with its contract (tests use bigrams)."""
+
+    max_seq_len: int  # KV cache positions
+
+    def __call__(self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False) -> Tensor: ...
+
+    def output(self, hidden: Tensor) -> Tensor: ...  # final hidden [..., dim] -> logits [..., V]
+
+
+@dataclass
+class SpecStats:
+    """Per-request acceptance figures; `as_dict` is what the server puts on /metrics."""
+
+    k_max: int  # longest draft the decoder may ask for
+    steps: int = 0  # target forwards after the prompt's (one per draft, empty drafts included)
+    drafted: int = 0  # draft tokens verified
+    accepted: int = 0  # draft tokens accepted
+    emitted: int = 0  # tokens emitted by those steps: accepted + one correction or bonus each
+    accept_counts: list[int] = field(default_factory=list)  # [k_max+1]: steps accepting exactly i
+    drafted_at: list[int] = field(default_factory=list)  # [k_max]: drafts with a token at position i
+    accepted_at: list[int] = field(default_factory=list)  # [k_max]: ... whose token i was accepted
+
+    def __post_init__(self) -> None:
+        self.accept_counts = self.accept_counts or [0] * (self.k_max + 1)
+        self.drafted_at = self.drafted_at or [0] * self.k_max
+        self.accepted_at = self.accepted_at or [0] * self.k_max
+
+    def record(self, drafted: int, accepted: int) -> None:
+        self.steps += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        self.emitted += accepted + 1
+        self.accept_counts[accepted] += 1
+        for i in range(drafted):
+            self.drafted_at[i] += 1
+            self.accepted_at[i] += i < accepted
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "accept_counts": list(self.accept_counts),
+            "steps": self.steps,
+            "acceptance_rate": self.accepted / self.drafted if self.drafted else None,
+            # tokens per target forward, bonus included: 1.0 means no speed-up at all
+            "mean_accepted_length": self.emitted / self.steps if self.steps else None,
+            "acceptance_by_position": [
+                a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at, strict=True)
+            ],
+        }
+
+
+def residual_distribution(p: Tensor, q: Tensor) -> Tensor:
+    """p, q: [V] -> norm(max(0, p - q)), or p itself when that has no mass (then p == q and the
+    rejection had probability 0: any distribution would do, p keeps fp round-off harmless)."""
+    residual = (p - q).clamp_min(0.0)
+    mass = float(residual.sum())
+    return residual / mass if mass > 0 else p
+
+
+class AcceptRule(Protocol):
+    """`accept_draft`'s signature: the seam where the mutation tests put a broken rule."""
+
+    def __call__(
+        self, p: Tensor, q: Tensor, draft: Sequence[int], generator: torch.Generator | None, greedy: bool
+    ) -> tuple[int, int]: ...
+
+
+def accept_draft(
+    p: Tensor, q: Tensor, draft: Sequence[int], generator: torch.Generator | None, greedy: bool
+) -> tuple[int, int]:
+    """p: [k+1, V] target, q: [k, V] draft probabilities -> (accepted count n, token to emit next)."""
+    for i, x in enumerate(draft):
+        if greedy:
+            # p_i is one-hot on the argmax: the general rule reduces to this, minus the float noise
+            target = int(p[i].argmax())
+            if x != target:
+                return i, target
+            continue
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        # THE acceptance rule: P(accept x_i) = min(1, p_i(x_i) / q_i(x_i)), with no division, so
+        # q_i(x_i) = 0 (cannot happen for a sampled x_i, but fp) never divides by zero.
+        if u * float(q[i, x]) < float(p[i, x]):
+            continue
+        # Rejected: the residual supplies exactly the mass acceptance under-delivered, so the
+        # emitted token is distributed as p_i overall.
+        return i, sample(residual_distribution(p[i], q[i]), generator)
+    k = len(draft)
+    return k, int(p[k].argmax()) if greedy else sample(p[k], generator)
+
+
+def speculative_decode(
+    model: CausalLM,
+    drafter: Drafter,
+    prompt_ids: Sequence[int],
+    params: SamplingParams,
+    *,
+    max_new_tokens: int,
+    k_max: int,
+    generator: torch.Generator | None = None,
+    stats: SpecStats | None = None,
+    accept: AcceptRule = accept_draft,
+) -> Iterator[Accepted]:
+    """A token source for `generate.generate_text`: the prefill's token, then a batch per target
+    forward as soon as it is accepted. Forwards run lazily, inside ``next``.
+
+    At most ``max_new_tokens`` are produced and drafts are cut so that no step overshoots.
+    ``stats`` (optional) is updated in place after every step. ``accept`` is the seam through which
+    the mutation tests swap in a broken rule (and must see the statistical test fail).
+    """
+    assert len(prompt_ids) >= 1 and k_max >= 0
+    stats = stats if stats is not None else SpecStats(k_max)
+    tokens = list(prompt_ids)
+    if max_new_tokens <= 0:
+        return
+    drafter.begin(prompt_ids)
+    with torch.inference_mode():
+        hidden = model(torch.tensor([tokens]), torch.arange(len(tokens)), return_hidden=True)[0, -1]
+        logits = model.output(hidden)  # [V]: the prompt's other positions need no vocabulary matmul
+    tokens.append(_choose(logits, params, generator))
+    yield Accepted(tokens[-1:], logits[None])
+    while len(tokens) - len(prompt_ids) < max_new_tokens:
+        # the cache holds tokens[:-1]; the pending token tokens[-1] goes in with the draft
+        room = min(max_new_tokens - (len(tokens) - len(prompt_ids)) - 1, model.max_seq_len - len(tokens))
+        draft = drafter.propose(tokens, min(k_max, room), params, generator, hidden)
+        step, hidden = _verify(model, tokens, draft, params, generator, accept)
+        stats.record(len(draft.tokens), len(step.token_ids) - 1)
+        drafter.observe(len(draft.tokens), len(step.token_ids) - 1)
+        tokens.extend(step.token_ids)
+        yield step
+
+
+def _verify(
+    model: CausalLM,
+    tokens: list[int],
+    draft: Draft,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    accept: AcceptRule,
+) -> tuple[Accepted, Tensor]:
+    """One target forward over [pending, x_1..x_k] and the acceptance rule -> the emitted tokens and
+    the target's hidden state at the position that predicted the last of them: [dim]."""
+    k = len(draft.tokens)
+    start = len(tokens) - 1  # rolling back = starting here, over whatever rejected tokens left
+    inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, k+1]
+    with torch.inference_mode():
+        hidden = model(inp, torch.arange(start, start + k + 1), return_hidden=True)[0]  # [k+1, dim]
+        logits = model.output(hidden)  # [k+1, V]
+    p = warp(logits, params.temperature, params.top_k, params.top_p)  # [k+1, V], the same warp as q
+    if draft.q is None:  # a model-free draft: q is one-hot on the drafted token
+        index = torch.tensor(draft.tokens, dtype=torch.long)[:, None]  # [k, 1]
+        q = torch.zeros(k, p.shape[-1], dtype=p.dtype).scatter_(-1, index, 1.0)
+    else:
+        q = draft.q.to(p.dtype)  # [k, V]
+    n, nxt = accept(p, q, draft.tokens, generator, params.greedy)
+    return Accepted([*draft.tokens[:n], nxt], logits[: n + 1]), hidden[n]
+
+
+def _choose(logits: Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    # logits: [V]; the prefill's token is plain sampling, through the same warp
+    probs = warp(logits, params.temperature, params.top_k, params.top_p)
+    return int(probs.argmax()) if params.greedy else sample(probs, generator)

@@ -1,0 +1,128 @@
+"""verify over real HTTP: our engine as baseline, lossless and deliberately lossy candidates as servers.
+
+The tiny checkpoint is made talkative (printable-ASCII output, sharpened to ~1-2.5 nats/token like a
+trained model; see lossy_engines.talkative_checkpoint) so that sampled text survives re-tokenization
+and the distributions are peaked enough to be told apart. Fixed seeds: every verdict is reproducible.
+benchmarks/verify_power.py repeats these over seeds to measure detection rates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lossless.cli import main
+from lossless.config import ServeConfig
+from lossless.endpoints import Endpoint
+from lossless.engine.engine import Engine
+from lossless.server.launch import start_embedded
+from lossless.verify.stage import BUDGETS, VerifyConfig, VerifyResult, verify
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
+import lossy_engines as le
+
+
+@pytest.fixture(scope="module")
+def talkative(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return le.talkative_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("verify") / "talkative")
+
+
+@pytest.fixture(scope="module")
+def baseline_url(talkative: Path) -> Iterator[str]:
+    with start_embedded(ServeConfig(), loaded=le.loaded(Engine.load(talkative))) as url:
+        yield url
+
+
+def run(baseline_url: str, engine: Engine, seed: int = 0) -> VerifyResult:
+    with start_embedded(ServeConfig(), loaded=le.loaded(engine)) as url:
+        config = VerifyConfig(None, BUDGETS["default"], seed=seed)
+        return asyncio.run(
+            verify(Endpoint("baseline", baseline_url, "tiny"), Endpoint("candidate", url, "tiny"), config)
+        )
+
+
+def test_speculative_decoding_is_equivalent_to_plain(baseline_url: str, talkative: Path) -> None:
+    result = run(baseline_url, le.Speculative.load(talkative))
+    assert result.verdict == "equivalent", result.decision.reasons
+    assert result.decision.detectable is not None and result.decision.sample_sd is not None
+    assert result.decision.detectable < 0.6 * result.decision.sample_sd  # the power behind the claim
+    assert result.greedy["candidate_match"] == 1.0  # greedy speculative decoding is exact
+    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
+
+
+LOSSY: dict[str, Callable[[Path], Engine]] = {
+    "temperature 0.8 for 1.0": lambda p: le.ServedTemperature.load(p),
+    "hidden top_p 0.9": lambda p: le.HiddenTopP.load(p),
+    "weights at 4 bits": lambda p: le.quantize_4bit(Engine.load(p)),
+    "weights perturbed 5%": lambda p: le.perturb(Engine.load(p), 0.05),
+}
+
+
+@pytest.mark.parametrize("name", list(LOSSY))
+def test_lossy_candidates_are_different(name: str, baseline_url: str, talkative: Path) -> None:
+    result = run(baseline_url, LOSSY[name](talkative))
+    assert result.verdict == "different", result.decision.reasons
+
+
+def test_sampling_alone_catches_a_lossy_sampler(baseline_url: str, talkative: Path) -> None:
+    """A temperature change leaves scoring untouched: the sampled texts must give it away."""
+    result = run(baseline_url, le.ServedTemperature.load(talkative))
+    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
+    score = next(t for t in result.ab if t.name == "mean_score")
+    assert score.effect > 0  # cooler sampling: likelier text under the baseline
+    assert any("mean_score" in r for r in result.decision.reasons)
+
+
+def test_cli_gates_with_exit_codes_and_json(baseline_url: str, talkative: Path) -> None:
+    with start_embedded(ServeConfig(), loaded=le.loaded(le.HiddenTopP.load(talkative))) as url:
+        result = CliRunner().invoke(main, ["verify", baseline_url, url, "--model", "tiny", "--json"])
+    assert result.exit_code == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["verdict"] == "different"
+    assert {t["name"] for t in doc["tests"]} >= {"mmd_hamming", "first_token", "lengths", "mean_score"}
+    assert "different" in result.stderr  # the table and verdict for people
+
+
+def test_cli_small_budget_is_inconclusive_not_equivalent(baseline_url: str, talkative: Path) -> None:
+    with start_embedded(ServeConfig(), loaded=le.loaded(Engine.load(talkative))) as url:
+        result = CliRunner().invoke(
+            main, ["verify", baseline_url, url, "--model", "tiny", "--budget", "2x3x8"]
+        )
+    assert result.exit_code == 3, result.stderr
+    assert "would settle it" in result.stdout
+
+
+def test_cli_errors_are_one_line_exit_2(baseline_url: str) -> None:
+    result = CliRunner().invoke(main, ["verify", baseline_url, "--model", "tiny"])
+    assert result.exit_code == 2 and "both" in result.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+        result = CliRunner().invoke(
+            main, ["verify", baseline_url, dead, "--model", "tiny", "--budget", "2x2x4"]
+        )
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: endpoint 'candidate'") and dead in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_budget_syntax_is_checked() -> None:
+    result = CliRunner().invoke(main, ["verify", "--budget", "lots"])
+    assert result.exit_code == 2 and "--budget" in result.stderr
+
+
+@pytest.mark.slow
+def test_embedded_speculative_against_plain_smollm2(smollm2_path: Path) -> None:
+    """No URLs: two embedded servers over one SmolLM2, speculative="ngram" against "none"."""
+    result = CliRunner().invoke(main, ["verify", "--budget", "small", "--json"])
+    doc = json.loads(result.stdout)
+    assert doc["verdict"] in ("equivalent", "inconclusive"), doc["reasons"]
+    assert result.exit_code == {"equivalent": 0, "inconclusive": 3}[doc["verdict"]]
+    assert doc["greedy"]["candidate_match"] >= 0.75
