@@ -13,8 +13,12 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PIP_INSTALL) -e '.[all]'
 	touch $@
 
-# The main job: for now, serve the embedded model (pulls it on first use).
-demo serve: $(BIN)/.installed
+# The main job: pull the embedded model, serve it plainly and speculatively, benchmark, verify, report.
+demo: $(BIN)/.installed
+	$(BIN)/lossless demo
+
+# Serve the embedded model (pulls it on first use).
+serve: $(BIN)/.installed
 	$(BIN)/lossless serve
 
 test: $(BIN)/.installed browser

@@ -424,3 +424,22 @@ def drift(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
              "second_half_p50_ms": second, "ratio": second / first if first else None}
         )  # fmt: skip
     return out
+
+
+def compare_classes(
+    records: Sequence[RequestRecord], names: Sequence[str], seed: int = 0
+) -> list[dict[str, Any]]:
+    """``_comparisons`` prompt class by prompt class: each endpoint against ``names[0]`` at the same load
+    and on the same class of prompt (a workload mixing classes can hide a class's speed-up in its p50)."""
+    groups: dict[tuple[str, str], list[RequestRecord]] = {}
+    where: dict[str, tuple[str, str]] = {}
+    for r in records:
+        if not r.warmup and r.endpoint in names:
+            label = f"{r.load} {r.prompt_class}"
+            groups.setdefault((r.endpoint, label), []).append(r)
+            where[label] = (r.load, r.prompt_class)
+    keys = sorted(groups, key=lambda k: (list(where).index(k[1]), list(names).index(k[0])))
+    return [
+        {**c, "load": where[c["load"]][0], "class": where[c["load"]][1]}
+        for c in _comparisons(groups, keys, seed)
+    ]

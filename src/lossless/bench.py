@@ -106,6 +106,12 @@ def plan(options: BenchOptions, embedded_url: str | None = None) -> BenchConfig:
     )  # fmt: skip
 
 
+def measure(config: BenchConfig, options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
+    """Run a config built by ``plan`` and adjusted by the caller (demo: named endpoints, serial)."""
+    count = load_token_counter(options.tokenizer) if options.tokenizer else None
+    return _measure(config, options, parse_slo(options.slo), count)
+
+
 def _measure(
     config: BenchConfig, options: BenchOptions, slo: dict[str, float], count: TokenCounter | None
 ) -> tuple[Summary, list[RequestRecord]]:

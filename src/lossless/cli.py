@@ -84,15 +84,36 @@ def models_list() -> None:
     "--max-queue", default=64, show_default=True, type=click.IntRange(1), help="Queue size before 429."
 )
 @click.option("--threads", default=None, type=click.IntRange(1), help="Torch threads (default: torch's).")
+@click.option(
+    "--speculative", default="none", show_default=True, help="Lossless drafter: ngram, draft:PATH or none."
+)
+@click.option("--spec-k", default=None, type=int, help="Longest draft per step [ngram: 8, draft: 4].")
+@click.option(
+    "--spec-threshold", default=None, type=float, help="draft:PATH stops after a token below this [0.3]."
+)
 @_friendly_errors
-def serve(model: str | None, host: str, port: int, dtype: str, max_queue: int, threads: int | None) -> None:
+def serve(
+    model: str | None,
+    host: str,
+    port: int,
+    dtype: str,
+    max_queue: int,
+    threads: int | None,
+    speculative: str,
+    spec_k: int | None,
+    spec_threshold: float | None,
+) -> None:
     """Serve a model behind an OpenAI-compatible HTTP API."""
     from lossless.config import ServeConfig
+    from lossless.engine.drafts import parse_drafter_spec
     from lossless.server.main import serve as run_server
 
-    run_server(
-        ServeConfig(model=model, host=host, port=port, dtype=dtype, max_queue=max_queue, threads=threads)
-    )
+    parse_drafter_spec(speculative, spec_k, spec_threshold)  # a bad spec fails before the model loads
+    config = ServeConfig(
+        model=model, host=host, port=port, dtype=dtype, max_queue=max_queue, threads=threads,
+        speculative=speculative, spec_k=spec_k, spec_threshold=spec_threshold,
+    )  # fmt: skip
+    run_server(config)
 
 
 # --- bench ------------------------------------------------------------------------------------------
@@ -203,6 +224,31 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
 
         html.write(opts["html"], html.render_run(None, [], result.as_dict()))
     sys.exit(stage.EXIT_CODES[result.verdict])
+
+
+# --- demo -------------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--out", "out_dir", default="lossless-demo", show_default=True, type=click.Path(path_type=Path))
+@click.option("--quick", is_flag=True, help="A reduced budget for CI: 4 requests per suite, 24 tokens.")
+@click.option("--requests", default=None, type=click.IntRange(1), help="Per suite and mode [6; quick: 4].")
+@click.option("--max-tokens", default=None, type=click.IntRange(1), help="Per request [64; quick: 24].")
+@click.option("--verify-budget", default=None, help="small|default|large or PxSxT [5x12x16; quick: 3x4x12].")
+@click.option("--model", default=None, help="Embedded model name or checkpoint path (GGUF or HF folder).")
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0), help="Benchmark's.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@_friendly_errors
+def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
+    """Serve the embedded model plainly and speculatively, benchmark, verify and report both.
+
+    Exit 0, or 1 when verification finds the speculative mode different."""
+    from lossless import demo as stage
+
+    options = stage.demo_options(out_dir, quick, **opts)
+    result = stage.run(options)
+    click.echo("\n".join(stage.summary_lines(result)))
+    sys.exit(1 if result.verdict == "different" else 0)
 
 
 # --- report -----------------------------------------------------------------------------------------

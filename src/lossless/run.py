@@ -58,6 +58,9 @@ class BenchConfig:
     seed: int = 0
     records_path: Path | None = None  # records.jsonl, one flushed line per finished attempt
     scrape_metrics: bool = True  # read /metrics before and after each level
+    # closed loop, one request at a time over all endpoints, taking turns to go first (prompt i to each,
+    # then prompt i+1): endpoints sharing one machine (demo: two servers, one CPU) never slow each other
+    serial: bool = False
 
 
 @dataclass
@@ -122,6 +125,9 @@ class _Run:
         phases.append((cfg.warmup, None if cfg.requests is None else cfg.warmup + cfg.requests))
         for first, stop in phases:
             deadline = None if stop is not None and stop <= cfg.warmup else self._deadline()
+            if cfg.serial:
+                await self._serial(first, stop, level, deadline)
+                continue
             async with asyncio.TaskGroup() as tg:
                 for endpoint in cfg.endpoints:
                     counter = iter(range(first, stop if stop is not None else 1 << 62))
@@ -135,6 +141,15 @@ class _Run:
             if deadline is not None and time.monotonic() >= deadline:
                 return
             await self.attempts(self.job(endpoint, i, level, self.clock()))
+
+    async def _serial(self, first: int, stop: int | None, level: LoadLevel, deadline: float | None) -> None:
+        n = len(self.cfg.endpoints)
+        for i in range(first, stop if stop is not None else 1 << 62):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            for k in range(n):
+                endpoint = self.cfg.endpoints[(i + k) % n]  # rotate who goes first
+                await self.attempts(self.job(endpoint, i, level, self.clock()))
 
     def _deadline(self) -> float | None:
         return None if self.cfg.duration is None else time.monotonic() + self.cfg.duration

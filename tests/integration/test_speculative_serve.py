@@ -34,3 +34,42 @@ def test_engine_generate_with_a_drafter_gives_the_plain_text_and_stats(
         assert "drafted" not in stats
     else:  # what the server's /metrics reads
         assert stats["drafted"] > 0 and sum(stats["accept_counts"]) == stats["steps"]
+
+
+def _metric(text: str, name: str) -> float:
+    # the sum over the metric's label sets (name{...} value lines)
+    return sum(
+        float(line.split()[-1]) for line in text.splitlines() if line.startswith((name + " ", name + "{"))
+    )
+
+
+def test_one_loaded_model_serves_plain_and_speculative_side_by_side(tiny_checkpoint: Path) -> None:
+    """verify and demo serve one loaded model twice: the second server must really draft, the first not."""
+    import httpx
+
+    from lossless.config import ServeConfig
+    from lossless.server.launch import start_embedded
+    from lossless.server.main import load_model
+
+    plain = ServeConfig(model=str(tiny_checkpoint), speculative="none")
+    loaded = load_model(plain)
+    body = {"prompt": "abc abc abc abc abc abc abc", "max_tokens": 24, "temperature": 0}
+    with (
+        start_embedded(plain, loaded=loaded) as plain_url,
+        start_embedded(
+            ServeConfig(model=str(tiny_checkpoint), speculative="ngram"), loaded=loaded
+        ) as spec_url,
+        httpx.Client(trust_env=False, timeout=60) as client,
+    ):
+        texts = [
+            client.post(url + "/completions", json=body).json()["choices"][0]["text"]
+            for url in (plain_url, spec_url)
+        ]
+        steps = [
+            _metric(client.get(url.removesuffix("/v1") + "/metrics").text, "lossless_spec_verify_steps_total")
+            for url in (plain_url, spec_url)
+        ]
+    assert texts[0] == texts[1]  # greedy: speculative decoding gives the plain text
+    # the tiny model's text rarely repeats, so few drafts; but every speculative step is counted
+    assert steps[0] == 0 and steps[1] > 0
+    assert loaded.engine.spec is None or loaded.engine.spec.kind == "none"  # the plain server stayed plain

@@ -64,3 +64,19 @@ def test_burstiness_changes_spread_not_mean() -> None:
         return (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
 
     assert cv(0.25) > 1.5 > cv(1.0) > 0.8 > cv(4.0)
+
+
+def test_grounded_prompts_carry_what_the_answer_copies() -> None:
+    ps = take("grounded", 12)
+    assert take("grounded", 12) == ps and {p.cls for p in ps} == {"grounded"}
+    # every prompt holds a passage or a function, which a faithful answer repeats
+    assert all(len(p.text) > 150 and ("\n\n" in p.text) for p in ps)
+
+
+def test_suites_joined_by_plus_take_turns_with_unique_ids() -> None:
+    ps = take("short+long+grounded", 9)
+    assert [p.cls for p in ps] == ["short", "long", "grounded"] * 3
+    assert len({p.id for p in ps}) == 9 and take("short+long+grounded", 9) == ps
+    assert len({p.id for p in take("short+short", 6)}) == 6
+    with pytest.raises(UsageError, match="unknown suite 'nope'"):
+        prompts("short+nope", random.Random(0))

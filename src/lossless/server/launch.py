@@ -14,7 +14,15 @@ from contextlib import contextmanager
 
 from lossless.config import ServeConfig
 from lossless.errors import EndpointError
-from lossless.server.main import LoadedModel, bind, build_app, load_model, url_of, uvicorn_server
+from lossless.server.main import (
+    LoadedModel,
+    bind,
+    build_app,
+    decoding_as,
+    load_model,
+    url_of,
+    uvicorn_server,
+)
 
 START_TIMEOUT_S = 60.0
 
@@ -23,10 +31,12 @@ START_TIMEOUT_S = 60.0
 def start_embedded(config: ServeConfig, *, loaded: LoadedModel | None = None, port: int = 0) -> Iterator[str]:
     """Yield the base URL (``http://127.0.0.1:PORT/v1``) once ``/health`` answers.
 
-    ``loaded`` reuses a model already in memory (tests, or a command serving twice); otherwise the model
-    of ``config`` is loaded here, in the calling thread, so a loading error surfaces as itself.
+    ``loaded`` reuses a model already in memory (tests, or a command serving twice), decoding as
+    ``config.speculative`` says (see ``decoding_as``); otherwise the model of ``config`` is loaded
+    here, in the calling thread, so a loading error surfaces as itself.
     """
-    loaded = loaded or load_model(config)
+    # a model loaded for another server decodes as *this* config says (plain or speculative)
+    loaded = decoding_as(loaded, config) if loaded else load_model(config)
     sock = bind(config.host, port)
     server = uvicorn_server(build_app(loaded, config))
     thread = threading.Thread(

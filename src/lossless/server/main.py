@@ -47,6 +47,26 @@ def load_model(config: ServeConfig) -> LoadedModel:
     return LoadedModel(engine, name, frozenset(aliases) - {name})
 
 
+def decoding_as(loaded: LoadedModel, config: ServeConfig) -> LoadedModel:
+    """``loaded`` decoding as ``config`` says (its drafter), sharing the weights: one copy in memory.
+
+    The drafter lives on the engine, so a second mode needs a second engine; a shallow copy shares the
+    weights *and the KV cache*, so the two may serve one request at a time between them, never two at
+    once (verify and demo send their requests serially for this reason).
+    """
+    import copy
+
+    from lossless.engine.drafts import parse_drafter_spec
+
+    spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold)
+    current = getattr(loaded.engine, "spec", None) or parse_drafter_spec("none")
+    if current == spec:
+        return loaded
+    engine = copy.copy(loaded.engine)
+    engine.use_drafter(spec)
+    return LoadedModel(engine, loaded.name, loaded.aliases)
+
+
 def _embedded_names(path: Path) -> list[str]:
     return [m.name for m in models.EMBEDDED.values() if models.cached_path(m) == path]
 

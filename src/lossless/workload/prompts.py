@@ -5,6 +5,9 @@ long     requests for ~150-word essays (long outputs: output speed dominates)
 mixed    short and long, drawn at random
 lengths  inputs of about 100 / 1k / 10k tokens, each opened by a unique prefix so that no prefix cache
          can serve one request from another
+grounded tasks whose answers copy the input (repeat, rewrite, rename in code): where n-gram drafting,
+         which drafts from the prompt, pays
+A+B+C    several suites taking turns (prompt i from suite i mod 3), each keeping its class
 file:P   a JSONL file, one {"prompt": "..."} or {"messages": [...]} per line (optional "max_tokens",
          "id"), cycled
 """
@@ -32,7 +35,7 @@ class Prompt:
         return "\n\n".join(content for _, content in self.messages)
 
 
-SUITES = ("short", "long", "mixed", "lengths")
+SUITES = ("short", "long", "mixed", "lengths", "grounded")
 
 _GREETINGS = (
     "Hi!",
@@ -74,10 +77,22 @@ _LENGTHS = (("len-100", 100), ("len-1k", 1_000), ("len-10k", 10_000))
 def prompts(suite: str, rng: random.Random) -> Iterator[Prompt]:
     if suite.startswith("file:"):
         return _from_file(Path(suite[5:]))
-    makers = {"short": _short, "long": _long, "mixed": _mixed, "lengths": _lengths}
+    if "+" in suite:
+        parts = [prompts(part, random.Random(rng.random())) for part in suite.split("+")]
+        return _turns(parts)
+    makers = {"short": _short, "long": _long, "mixed": _mixed, "lengths": _lengths, "grounded": _grounded}
     if suite not in makers:
-        raise UsageError(f"unknown suite {suite!r}; choose one of {', '.join(SUITES)} or file:PATH.jsonl")
+        raise UsageError(
+            f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}, file:PATH.jsonl "
+            "or several joined by + (short+long)"
+        )
     return makers[suite](rng)
+
+
+def _turns(parts: list[Iterator[Prompt]]) -> Iterator[Prompt]:
+    for i in range(1_000_000_000):
+        p = next(parts[i % len(parts)])
+        yield Prompt(f"{p.cls}-{i}", p.cls, p.messages, p.max_tokens)  # ids stay unique: "short+short"
 
 
 def _user(text: str) -> tuple[tuple[str, str], ...]:
@@ -109,6 +124,47 @@ def _lengths(rng: random.Random) -> Iterator[Prompt]:
         filler = " ".join(rng.choices(_WORDS, k=int(tokens / 1.3)))
         text = f"{prefix} Summarise the following text in one sentence.\n\n{filler}"
         yield Prompt(f"{cls}-{i}", cls, _user(text))
+
+
+_PASSAGES = (
+    "The bicycle was invented in the nineteenth century. Early models had no pedals, and riders pushed "
+    "themselves along with their feet. Pedals, chains and air-filled tyres came later, and by 1900 the "
+    "bicycle had become the cheapest way for ordinary people to travel.",
+    "Bees collect nectar from flowers and carry it back to the hive. There they pass it from bee to bee, "
+    "and fan it with their wings until most of the water has gone. What remains is honey, which the bees "
+    "store in wax cells and seal for the winter.",
+    "A compiler reads a program as text, splits it into tokens, and builds a tree from them. It then checks "
+    "the tree, improves it, and finally writes machine code that the processor can run directly.",
+)
+_CODE = (
+    "def total(items):\n    acc = 0\n    for item in items:\n        acc = acc + item.price * item.count\n"
+    "    return acc\n",
+    "def longest(words):\n    acc = ''\n    for word in words:\n        if len(word) > len(acc):\n"
+    "            acc = word\n    return acc\n",
+    "def count_vowels(text):\n    acc = 0\n    for ch in text.lower():\n        if ch in 'aeiou':\n"
+    "            acc += 1\n    return acc\n",
+)
+# Each answer should copy most of its input: the n-gram drafter proposes text from the prompt.
+_GROUNDED = (
+    lambda rng: f"Repeat the following text exactly, word for word:\n\n{rng.choice(_PASSAGES)}",
+    lambda rng: (
+        f"Rewrite the following text, replacing every full stop with an exclamation mark:\n\n"
+        f"{rng.choice(_PASSAGES)}"
+    ),
+    lambda rng: (
+        f"Rename the variable `acc` to `result` in this Python function and show the whole "
+        f"function:\n\n```python\n{rng.choice(_CODE)}```"
+    ),
+    lambda rng: (
+        f"Add a docstring to this Python function and show the whole function:\n\n```python\n"
+        f"{rng.choice(_CODE)}```"
+    ),
+)
+
+
+def _grounded(rng: random.Random) -> Iterator[Prompt]:
+    for i in range(1_000_000_000):
+        yield Prompt(f"grounded-{i}", "grounded", _user(rng.choice(_GROUNDED)(rng)))
 
 
 def _from_file(path: Path) -> Iterator[Prompt]:
