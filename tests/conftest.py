@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,3 +125,14 @@ def tiny_engine(tiny_checkpoint: Path) -> Engine:
     from lossless.engine.engine import Engine
 
     return Engine.load(tiny_checkpoint)
+
+
+@pytest.fixture(scope="module")
+def torch_one_thread() -> Iterator[None]:
+    """torch on one thread for a module (tiny tensors: more threads only wait on each other)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

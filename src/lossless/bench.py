@@ -142,13 +142,10 @@ def _measure(
 
 def report(summary: Summary, options: BenchOptions, records: list[RequestRecord] | None = None) -> None:
     """The table for people (stderr under --json), the JSON on stdout, files under --out, --html."""
-    from rich.console import Console
-
+    from lossless.console import people_console
     from lossless.report import files, terminal
 
-    console = Console(stderr=options.as_json)
-    if not console.is_terminal:
-        console.width = 170  # files and pipes get the whole table, not 80 columns
+    console = people_console(stderr=options.as_json)
     terminal.render(summary, console)
     if options.as_json:
         sys.stdout.write(files.to_json(summary) + "\n")

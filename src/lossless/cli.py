@@ -177,11 +177,12 @@ def bench(urls: tuple[str, ...], **opts: Any) -> None:
 @_friendly_errors
 def probe(url: str | None, **opts: Any) -> None:
     """Which request parameters does an endpoint honour? (none given: the embedded server)"""
+    from lossless.console import people_console
     from lossless.probe import stage
 
     config = stage.probe_config(url, opts)
     result = stage.run_probe(config)
-    stage.render(result, stage.console(opts["as_json"]))
+    stage.render(result, people_console(stderr=opts["as_json"]))
     if opts["as_json"]:
         click.echo(stage.to_json(result))
     if config.out_dir is not None:
@@ -209,12 +210,12 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
     """Does CANDIDATE serve the same model as BASELINE? Exit 0 equivalent, 1 different, 3 inconclusive.
 
     With no URLs: the embedded engine's speculative decoding against its plain decoding."""
-    from lossless.probe.stage import console
+    from lossless.console import people_console
     from lossless.verify import stage
 
     config = stage.verify_config(baseline, candidate, opts)
     result = stage.run_verify(config)
-    stage.render(result, console(opts["as_json"]))
+    stage.render(result, people_console(stderr=opts["as_json"]))
     if opts["as_json"]:
         click.echo(stage.to_json(result))
     if opts["out_dir"] is not None:
@@ -279,15 +280,12 @@ def report_cmd(run_dir: Path, output: Path | None) -> None:
 @_friendly_errors
 def compare(run_a: Path, run_b: Path, output: Path | None, as_json: bool) -> None:
     """Two saved runs (bench --out dirs): B's latency and speed as ratios of A's, with 95% CIs."""
-    from rich.console import Console
-
+    from lossless.console import people_console
     from lossless.report import compare as stage
     from lossless.report import html
 
     result = stage.load(run_a, run_b)
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console.width = 170  # files and pipes get the whole table, as bench's
+    console = people_console(stderr=as_json)
     stage.render_terminal(result, console)
     if as_json:
         click.echo(stage.to_json(result))

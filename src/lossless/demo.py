@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from lossless.analyze import compare_classes
+from lossless.console import people_console
 from lossless.verify.stage import Budget, parse_budget
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
     from lossless.server.launch import start_embedded
     from lossless.server.main import load_model
 
-    console = _wide(console or Console(stderr=True))
+    console = console or people_console(stderr=True)
     started = time.monotonic()
     _step(console, 1, "the model (pulled on first use)")
     models.resolve(options.model, pull_missing=True)
@@ -206,9 +207,3 @@ def _ratio(c: dict[str, Any]) -> str:
 
 def _step(console: Console, n: int, text: str) -> None:
     console.print(f"[bold][{n}/{STEPS}][/bold] {text}", highlight=False)
-
-
-def _wide(console: Console) -> Console:
-    if not console.is_terminal:
-        console.width = 170  # files and pipes get the whole table, as bench's
-    return console

@@ -23,13 +23,8 @@ NEW = 40
 ARGS = replace(TINY, tie_embeddings=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():  # type: ignore[no-untyped-def]
-    # Tiny tensors: a second OpenMP thread only spin-waits, which costs seconds on a loaded machine.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny tensors: a second OpenMP thread only spin-waits, which costs seconds on a loaded machine.
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def tiny(seed: int) -> Transformer:

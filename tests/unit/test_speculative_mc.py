@@ -37,13 +37,8 @@ PARAMS = SamplingParams(temperature=0.7, top_k=4, top_p=0.95)
 N_SAMPLES = 4000
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():  # type: ignore[no-untyped-def]
-    # Tiny tensors: a second OpenMP thread only spin-waits, which costs seconds on a loaded machine.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny tensors: a second OpenMP thread only spin-waits, which costs seconds on a loaded machine.
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 class Bigram(torch.nn.Module):

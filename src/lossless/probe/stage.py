@@ -71,13 +71,6 @@ def probe_config(url: str | None, opts: dict[str, Any]) -> ProbeConfig:
     return ProbeConfig(endpoint, settings, None if url else opts["model"], opts["out_dir"])
 
 
-def console(to_stderr: bool) -> Console:
-    out = Console(stderr=to_stderr)
-    if not out.is_terminal:
-        out.width = 170  # files and pipes get the whole table, not 80 columns
-    return out
-
-
 def to_json(result: ProbeResult) -> str:
     return json.dumps(result.as_dict(), indent=2, default=str)
 
