@@ -76,10 +76,9 @@ def to_json(result: ProbeResult) -> str:
 
 
 def write(result: ProbeResult, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "probe.json"
-    path.write_text(to_json(result) + "\n", encoding="utf-8")
-    return path
+    from lossless.report.files import write_atomic
+
+    return write_atomic(out_dir / "probe.json", to_json(result) + "\n")
 
 
 def render(result: ProbeResult, console: Console) -> None:

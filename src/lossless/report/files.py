@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,19 @@ def _row(name: str, load: str, cls: str, e: dict[str, Any]) -> list[Any]:
 
 
 def write(summary: dict[str, Any], out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.json").write_text(to_json(summary) + "\n", encoding="utf-8")
-    (out_dir / "summary.csv").write_text(to_csv(summary), encoding="utf-8")
+    write_atomic(out_dir / "summary.json", to_json(summary) + "\n")
+    write_atomic(out_dir / "summary.csv", to_csv(summary))
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all: a killed run never leaves half a file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path

@@ -281,6 +281,6 @@ def build(run_dir: Path) -> str:
 
 
 def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+    from lossless.report.files import write_atomic
+
+    return write_atomic(path, text)

@@ -272,10 +272,9 @@ def to_json(result: VerifyResult) -> str:
 
 
 def write(result: VerifyResult, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "verify.json"
-    path.write_text(to_json(result) + "\n", encoding="utf-8")
-    return path
+    from lossless.report.files import write_atomic
+
+    return write_atomic(out_dir / "verify.json", to_json(result) + "\n")
 
 
 def render(result: VerifyResult, console: Console) -> None:
