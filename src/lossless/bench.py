@@ -72,18 +72,22 @@ def run_records(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
         return _measure(plan(options), options, slo, count)
     from lossless.config import ServeConfig
     from lossless.server.launch import start_embedded
+    from lossless.server.main import load_model
 
-    with start_embedded(ServeConfig(port=0, model=options.model)) as base_url:
-        return _measure(plan(options, embedded_url=base_url), options, slo, count)
+    serve = ServeConfig(port=0, model=options.model)
+    loaded = load_model(serve)  # its name is what the server answers to (it rejects any other)
+    with start_embedded(serve, loaded=loaded) as base_url:
+        embedded = ep.Endpoint("embedded", base_url, loaded.name)
+        return _measure(plan(options, embedded=embedded), options, slo, count)
 
 
-def plan(options: BenchOptions, embedded_url: str | None = None) -> BenchConfig:
+def plan(options: BenchOptions, embedded: ep.Endpoint | None = None) -> BenchConfig:
     """Check every option against the others and build the run's config; no traffic yet."""
     o = options
     if o.urls and o.endpoints_file:
         raise UsageError("give endpoint URLs or --endpoints FILE, not both")
-    if embedded_url:
-        found: tuple[ep.Endpoint, ...] = (ep.Endpoint("embedded", embedded_url, _served_model(embedded_url)),)
+    if embedded is not None:
+        found: tuple[ep.Endpoint, ...] = (embedded,)
     elif o.endpoints_file:
         found = ep.load_toml(o.endpoints_file)
     else:
@@ -278,17 +282,6 @@ def _progress(total: int | None) -> Iterator[OnRecord | None]:
                 bar.advance(task)
 
         yield on_record
-
-
-def _served_model(base_url: str) -> str:
-    """The name the embedded server answers to (it rejects any other)."""
-    import json
-    import urllib.request
-
-    # No proxy: one from the environment must not sit between us and our own loopback server.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(base_url + "/models", timeout=10) as resp:
-        return str(json.load(resp)["data"][0]["id"])
 
 
 def _int_list(text: str, option: str) -> list[int]:

@@ -28,7 +28,6 @@ __all__ = [
     "ModelError",
     "list_cached",
     "pull",
-    "remove",
     "resolve",
 ]
 
@@ -198,11 +197,3 @@ def resolve(name_or_path: str | None = None, *, pull_missing: bool = True) -> Pa
         return path
     known = ", ".join(sorted(EMBEDDED))
     raise ModelError(f"model {name!r}: neither an embedded model ({known}) nor an existing file or folder")
-
-
-def remove(model: EmbeddedModel) -> bool:
-    path = cached_path(model)
-    if path.exists():
-        path.unlink()
-        return True
-    return False
