@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from multiprocessing.connection import Connection
 
@@ -87,5 +88,7 @@ async def _serve(conn: Connection) -> None:
     server.close()
 
 
-def serve(conn: Connection) -> None:
+def serve(conn: Connection, cpu: int | None = None) -> None:
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
     asyncio.run(_serve(conn))
