@@ -7,14 +7,18 @@ load falls on all of them alike:
     plain            our engine, one token per forward
     ngram            our engine, prompt-lookup n-gram drafts (lossless speculative decoding)
     draft:PATH       our engine, a small draft checkpoint (with --draft PATH)
+    dspark           our engine, the trained DSpark-style draft head (--dspark [DIR]: the shipped one)
     hf plain         transformers' generate on the same GGUF
     hf lookup        transformers' assisted generation, prompt_lookup_num_tokens
 
 Figures: decode speed = output tokens after the first / (time of the last token - time of the first),
 end-to-end time per request, speed-up over the same engine's plain decoding, and for our drafters the
-mean accepted length (tokens per target forward) and acceptance by draft position. eos ends a request.
+mean accepted length (tokens per target forward) and acceptance by draft position; for the draft head
+also its confidence head's calibration as served (predicted vs observed acceptance of each drafted
+position that verification reached). eos ends a request. The chat prompts are not in the head's
+training prompts (checked at start).
 
-    python benchmarks/speculative_speed.py [--suites grounded chat] [--temps 0 0.7] [--draft PATH]
+    python benchmarks/speculative_speed.py [--suites grounded chat] [--temps 0 1] [--draft PATH] [--dspark]
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 import torch
 
+from lossless.draft.data import bundled_prompts
 from lossless.engine.drafts import build_drafter, parse_drafter_spec
 from lossless.engine.engine import Engine
 from lossless.engine.generate import Accepted, generate_text, plain_tokens
@@ -98,6 +103,7 @@ class Result:
     requests: int = 0
     stats: SpecStats | None = None
     per_request: list[float] = field(default_factory=list)  # decode tok/s per request
+    outcomes: list[tuple[float, bool]] = field(default_factory=list)  # draft head: (confidence, accepted)
 
     def add(self, n: int, t0: float, t_first: float, t_last: float) -> None:
         self.requests += 1
@@ -112,9 +118,9 @@ class Result:
 Runner = Callable[[list[int], SamplingParams, Result], None]
 
 
-def ours(engine: Engine, spec: str | None, k: int | None = None) -> Runner:
+def ours(engine: Engine, spec: str | None, k: int | None = None, threshold: float | None = None) -> Runner:
     """Our engine through the real generation loop; ``spec`` None -> plain decoding."""
-    drafter = build_drafter(parse_drafter_spec(spec, k), engine) if spec else None
+    drafter = build_drafter(parse_drafter_spec(spec, k, threshold), engine) if spec else None
 
     def run(ids: list[int], params: SamplingParams, out: Result) -> None:
         gen = make_generator(params.seed)
@@ -134,6 +140,10 @@ def ours(engine: Engine, spec: str | None, k: int | None = None) -> Runner:
         ):
             n += len(delta.token_ids)
         out.add(n, t0, times[0], times[-1])
+        outcomes = getattr(drafter, "outcomes", None)
+        if outcomes is not None:
+            out.outcomes.extend(outcomes)
+            outcomes.clear()
 
     return run
 
@@ -205,9 +215,23 @@ def summarize(results: dict[tuple[str, float, str], Result]) -> list[dict[str, A
                 "mean_accepted_length": figures.get("mean_accepted_length"),
                 "acceptance_by_position": figures.get("acceptance_by_position"),
                 "accept_counts": figures.get("accept_counts"),
+                "confidence_calibration": calibration(r.outcomes) if r.outcomes else None,
             }
         )
     return rows
+
+
+def calibration(outcomes: list[tuple[float, bool]], bins: int = 5) -> list[dict[str, float]]:
+    """Predicted vs observed acceptance, in equal-width bins of the predicted confidence."""
+    out = []
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        inside = [(c, a) for c, a in outcomes if lo <= c < hi or (b == bins - 1 and c == 1.0)]
+        if inside:
+            predicted = sum(c for c, _ in inside) / len(inside)
+            observed = sum(a for _, a in inside) / len(inside)
+            out.append({"predicted": round(predicted, 3), "observed": round(observed, 3), "n": len(inside)})
+    return out
 
 
 def render(rows: list[dict[str, Any]]) -> None:
@@ -220,6 +244,12 @@ def render(rows: list[dict[str, Any]]) -> None:
             f"{r['decode_tok_s']:>8.1f}{_num(r['speedup'], 8, 'x')}{r['e2e_s_mean']:>8.2f}"
             f"{_num(r['e2e_speedup'], 7, 'x')}{_num(r['mean_accepted_length'], 8)}  {by_pos}"
         )
+    for r in rows:
+        if r["confidence_calibration"]:
+            bins = "  ".join(
+                f"{b['predicted']:.2f}->{b['observed']:.2f} (n={b['n']})" for b in r["confidence_calibration"]
+            )
+            print(f"calibration {r['suite']} t={r['temperature']} {r['method']}: predicted->observed {bins}")
 
 
 def _num(value: float | None, width: int, unit: str = "") -> str:
@@ -229,11 +259,14 @@ def _num(value: float | None, width: int, unit: str = "") -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
-    ap.add_argument("--temps", nargs="+", type=float, default=[0.0, 0.7])
+    ap.add_argument("--temps", nargs="+", type=float, default=[0.0, 1.0])
     ap.add_argument("--max-tokens", type=int, default=192)
     ap.add_argument("--prompts", type=int, default=6, help="prompts per suite")
     ap.add_argument("--draft", type=Path, default=None, help="also measure draft:PATH")
+    ap.add_argument("--dspark", nargs="?", const="", default=None, help="also measure the draft head [DIR]")
     ap.add_argument("--k", type=int, default=None, help="--spec-k for our drafters")
+    ap.add_argument("--spec-threshold", type=float, default=None, help="--spec-threshold for dspark")
+    ap.add_argument("--methods", nargs="+", default=None, help="only these methods (names as in the table)")
     ap.add_argument("--lookup", type=int, default=10, help="transformers' prompt_lookup_num_tokens")
     ap.add_argument("--no-transformers", action="store_true")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -247,11 +280,18 @@ def main() -> None:
     methods: dict[str, Runner] = {"plain": ours(engine, None), "ngram": ours(engine, "ngram", opts.k)}
     if opts.draft:
         methods[f"draft:{opts.draft.name}"] = ours(engine, f"draft:{opts.draft}", opts.k)
+    if opts.dspark is not None:
+        spec = f"dspark:{opts.dspark}" if opts.dspark else "dspark"
+        methods["dspark"] = ours(engine, spec, opts.k, opts.spec_threshold)
+        trained_on = {p["prompt"] for p in bundled_prompts()}
+        assert not trained_on & set(SUITES["chat"]), "a chat prompt is one the head was trained on"
     if not opts.no_transformers:
         eos = sorted(engine.tokenizer.eos_ids)
         methods["hf plain"] = theirs(path, eos, 0)
         methods["hf lookup"] = theirs(path, eos, opts.lookup)
 
+    if opts.methods:
+        methods = {name: run for name, run in methods.items() if name in opts.methods}
     results: dict[tuple[str, float, str], Result] = {}
     for suite in opts.suites:
         prompts = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -85,11 +86,17 @@ def models_list() -> None:
 )
 @click.option("--threads", default=None, type=click.IntRange(1), help="Torch threads (default: torch's).")
 @click.option(
-    "--speculative", default="none", show_default=True, help="Lossless drafter: ngram, draft:PATH or none."
+    "--speculative",
+    default="none",
+    show_default=True,
+    help="Lossless drafter: ngram, draft:PATH, dspark (the trained head; dspark:DIR) or none.",
 )
-@click.option("--spec-k", default=None, type=int, help="Longest draft per step [ngram: 8, draft: 4].")
+@click.option("--spec-k", default=None, type=int, help="Longest draft per step [ngram 8, draft 4, dspark 7].")
 @click.option(
-    "--spec-threshold", default=None, type=float, help="draft:PATH stops after a token below this [0.3]."
+    "--spec-threshold",
+    default=None,
+    type=float,
+    help="draft:PATH stops after a token below this [0.3]; dspark below this predicted survival [0.3].",
 )
 @_friendly_errors
 def serve(
@@ -114,6 +121,40 @@ def serve(
         speculative=speculative, spec_k=spec_k, spec_threshold=spec_threshold,
     )  # fmt: skip
     run_server(config)
+
+
+# --- draft ------------------------------------------------------------------------------------------
+
+
+@main.group()
+def draft() -> None:
+    """Draft heads for speculative decoding."""
+
+
+@draft.command("train")
+@click.option(
+    "--out", "out_dir", default="lossless-draft", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option("--model", default=None, help="Embedded model name or checkpoint path [smollm2-135m-instruct].")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--steps", default=None, type=click.IntRange(1), help="Optimizer steps [the recipe's].")
+@click.option("--prompts", default=None, type=click.IntRange(1), help="Only the first N bundled prompts.")
+@click.option("--max-new", default=None, type=click.IntRange(1), help="Answer tokens at most [192].")
+@click.option("--threads", default=None, type=click.IntRange(1), help="Torch threads (default: torch's).")
+@_friendly_errors
+def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes: int | None) -> None:
+    """Self-distil a DSpark-style draft head from the model's own answers to the bundled prompts.
+
+    Writes head.safetensors, head.json (with its sha256), recipe.json and train_log.jsonl into --out,
+    and prints the held-out evaluation; `lossless serve --speculative dspark:OUT` uses the head.
+    """
+    from lossless.console import stderr_console
+    from lossless.draft import train as stage
+
+    console = stderr_console()
+    given = {k: v for k, v in changes.items() if v is not None}
+    evaluation = stage.main(out_dir, model, threads, given, console.print)
+    click.echo(json.dumps(evaluation, indent=2))
 
 
 # --- bench ------------------------------------------------------------------------------------------

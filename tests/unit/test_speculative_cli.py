@@ -16,6 +16,8 @@ from lossless.cli import main
         (["--speculative", "draft:/no/such.gguf"], "no such file"),
         (["--speculative", "ngram", "--spec-k", "0"], "--spec-k"),
         (["--speculative", "draft:/", "--spec-threshold", "2"], "--spec-threshold"),
+        (["--speculative", "dspark:/no/such/head"], "no such file"),
+        (["--speculative", "ngram:/tmp"], "expected ngram, draft:PATH"),
     ],
 )
 def test_bad_speculative_options_fail_in_one_line(args: list[str], needle: str) -> None:
@@ -23,3 +25,13 @@ def test_bad_speculative_options_fail_in_one_line(args: list[str], needle: str) 
     assert result.exit_code == 2
     assert needle in result.stderr and result.stderr.count("\n") == 1
     assert result.stdout == ""
+
+
+def test_a_head_that_does_not_fit_the_model_is_refused_in_one_line(tmp_path, tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]
+    """The shipped head is for SmolLM2-135M; the tiny test model's embedding has another shape."""
+    from lossless.config import ServeConfig
+    from lossless.errors import CheckpointError
+    from lossless.server.main import load_model
+
+    with pytest.raises(CheckpointError, match="embedding"):
+        load_model(ServeConfig(model=str(tiny_checkpoint), speculative="dspark"))

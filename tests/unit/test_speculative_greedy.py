@@ -135,7 +135,10 @@ def test_hidden_state_reaches_the_drafter(target: Transformer) -> None:
         for t in s.token_ids
     ]
     assert out == plain_greedy(target, PROMPT, 6)
+    seen = 0  # positions whose hidden state the drafter has been given, in order
     for context, hidden in probe.seen:
-        with torch.no_grad():  # the hidden state at the position that predicted context[-1]
+        with torch.no_grad():  # the new states, up to the one that predicted context[-1]
             ref = target(torch.tensor([context[:-1]]), torch.arange(len(context) - 1), return_hidden=True)
-        assert torch.allclose(hidden, ref[0, -1], atol=1e-10)
+        assert len(hidden) == len(context) - 1 - seen
+        assert torch.allclose(hidden, ref[0, seen:], atol=1e-10)
+        seen = len(context) - 1

@@ -23,29 +23,34 @@ from lossless.errors import UsageError
 if TYPE_CHECKING:
     from lossless.engine.engine import Engine
 
-SPEC_HELP = "ngram, draft:PATH (a small checkpoint sharing the target's tokenizer) or none"
+SPEC_HELP = (
+    "ngram, draft:PATH (a small checkpoint sharing the target's tokenizer), dspark (the trained draft head "
+    "shipped for the embedded model; dspark:DIR for another) or none"
+)
 
 
 @dataclass(frozen=True)
 class DrafterSpec:
-    kind: Literal["ngram", "draft", "none"]
-    path: Path | None = None  # the draft checkpoint, for kind "draft"
+    kind: Literal["ngram", "draft", "dspark", "none"]
+    path: Path | None = None  # the draft checkpoint (kind "draft"), a head's folder (kind "dspark")
     k: int = 8  # longest draft per step
-    threshold: float = 0.0  # draft models: stop drafting after a token drawn with probability below this
+    threshold: float = 0.0  # draft models: stop drafting after a token drawn with probability below this;
+    # dspark: stop before a position whose predicted survival (product of confidences) is below this
 
 
 # Per-kind defaults. n-gram: measured with benchmarks/speculative_speed.py; a draft costs nothing to
 # make and the length backs off by itself, so long drafts pay whenever the text is copying. Draft
 # model: the usual starting point, not measured here (SmolLM2-135M is its family's smallest, so the
-# embedded model has no smaller draft); a draft model pays a forward per drafted token.
-DEFAULT_K = {"ngram": 8, "draft": 4, "none": 0}
-DEFAULT_THRESHOLD = 0.3
+# embedded model has no smaller draft); a draft model pays a forward per drafted token. dspark: its
+# block, 7 tokens; the confidence head decides how many of them to draft.
+DEFAULT_K = {"ngram": 8, "draft": 4, "dspark": 7, "none": 0}
+DEFAULT_THRESHOLD = {"draft": 0.3, "dspark": 0.3}
 
 
 def parse_drafter_spec(spec: str, k: int | None = None, threshold: float | None = None) -> DrafterSpec:
     """``--speculative``, ``--spec-k``, ``--spec-threshold`` -> a DrafterSpec; UsageError when wrong."""
     kind, _, rest = spec.strip().partition(":")
-    if kind not in DEFAULT_K or (kind == "draft") != bool(rest):
+    if kind not in DEFAULT_K or (kind == "draft" and not rest) or (kind in ("ngram", "none") and rest):
         raise UsageError(f"--speculative: expected {SPEC_HELP}; got {spec!r}")
     if k is not None and not 1 <= k <= 32:
         raise UsageError(f"--spec-k: expected a draft length from 1 to 32; got {k}")
@@ -58,7 +63,7 @@ def parse_drafter_spec(spec: str, k: int | None = None, threshold: float | None 
         kind,  # type: ignore[arg-type]
         path,
         DEFAULT_K[kind] if k is None else k,
-        (DEFAULT_THRESHOLD if kind == "draft" else 0.0) if threshold is None else threshold,
+        DEFAULT_THRESHOLD.get(kind, 0.0) if threshold is None else threshold,
     )
 
 
@@ -69,6 +74,11 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         return None
     if spec.kind == "ngram":
         return NgramDrafter(spec.k)
+    if spec.kind == "dspark":
+        from lossless.draft.head import SHIPPED, HeadDrafter, load_head
+
+        head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
+        return HeadDrafter(head, spec.threshold)
     from lossless.engine.engine import Engine
 
     assert spec.path is not None
@@ -183,7 +193,7 @@ class ModelDrafter:
     probability, since the warped q is one-hot): the rule looks at x_i, already drafted.
     """
 
-    def __init__(self, model: CausalLM, threshold: float = DEFAULT_THRESHOLD) -> None:
+    def __init__(self, model: CausalLM, threshold: float = DEFAULT_THRESHOLD["draft"]) -> None:
         self.model, self.threshold = model, threshold
         self.cached: list[int] = []  # tokens whose keys/values sit in the draft cache, by position
 

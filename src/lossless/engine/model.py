@@ -18,16 +18,18 @@ from lossless.engine.config import ModelArgs
 
 
 class KVCache(nn.Module):
-    def __init__(self, n_kv_heads: int, head_dim: int, max_seq_len: int, dtype: torch.dtype) -> None:
+    def __init__(
+        self, n_kv_heads: int, head_dim: int, max_seq_len: int, dtype: torch.dtype, batch: int = 1
+    ) -> None:
         super().__init__()
-        shape = (1, n_kv_heads, max_seq_len, head_dim)
+        shape = (batch, n_kv_heads, max_seq_len, head_dim)
         self.k: Tensor
         self.v: Tensor
         self.register_buffer("k", torch.zeros(shape, dtype=dtype), persistent=False)
         self.register_buffer("v", torch.zeros(shape, dtype=dtype), persistent=False)
 
     def update(self, input_pos: Tensor, k: Tensor, v: Tensor, length: int) -> tuple[Tensor, Tensor]:
-        # input_pos: [T]; k, v: [1, Hkv, T, D] -> the cache's first `length` positions: [1, Hkv, length, D]
+        # input_pos: [T]; k, v: [B, Hkv, T, D] -> the cache's first `length` positions: [B, Hkv, length, D]
         self.k[:, :, input_pos] = k
         self.v[:, :, input_pos] = v
         return self.k[:, :, :length], self.v[:, :, :length]
@@ -44,18 +46,18 @@ class Attention(nn.Module):
         self.kv_cache: KVCache | None = None
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
-        bsz, seqlen, _ = x.shape  # x: [1, T, dim]
+        bsz, seqlen, _ = x.shape  # x: [B, T, dim]
         q_out, kv_out = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         q, k, v = self.wqkv(x).split([q_out, kv_out, kv_out], dim=-1)
-        q = q.view(bsz, seqlen, self.n_heads, self.head_dim).transpose(1, 2)  # [1, H, T, D]
-        k = k.view(bsz, seqlen, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [1, Hkv, T, D]
+        q = q.view(bsz, seqlen, self.n_heads, self.head_dim).transpose(1, 2)  # [B, H, T, D]
+        k = k.view(bsz, seqlen, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, T, D]
         v = v.view(bsz, seqlen, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         assert self.kv_cache is not None, "call Transformer.setup_cache() first"
-        k, v = self.kv_cache.update(input_pos, k, v, mask.shape[-1])  # [1, Hkv, L, D]
+        k, v = self.kv_cache.update(input_pos, k, v, mask.shape[-1])  # [B, Hkv, L, D]
         gqa = self.n_heads != self.n_kv_heads
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)  # [1, H, T, D]
-        return self.wo(y.transpose(1, 2).reshape(bsz, seqlen, q_out))  # [1, T, dim]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)  # [B, H, T, D]
+        return self.wo(y.transpose(1, 2).reshape(bsz, seqlen, q_out))  # [B, T, dim]
 
 
 class FeedForward(nn.Module):
@@ -107,25 +109,35 @@ class Transformer(nn.Module):
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
 
-    def setup_cache(self, max_seq_len: int | None = None) -> None:
-        """Preallocate the KV cache and RoPE tables for ``max_seq_len`` positions (batch 1)."""
+    def setup_cache(self, max_seq_len: int | None = None, batch: int = 1) -> None:
+        """Preallocate the KV cache and RoPE tables for ``max_seq_len`` positions and ``batch`` rows
+        (the server decodes one sequence; batches are for offline work such as draft training data)."""
         n = min(max_seq_len or self.args.max_seq_len, self.args.max_seq_len)
         dtype, device = self.output.weight.dtype, self.output.weight.device
         self.max_seq_len = n
         for block in self.layers:
-            cache = KVCache(self.args.n_kv_heads, self.args.head_dim, n, dtype).to(device)
+            cache = KVCache(self.args.n_kv_heads, self.args.head_dim, n, dtype, batch).to(device)
             block.attention.kv_cache = cache  # type: ignore[union-attr]
         cos, sin = rope_tables(self.args.head_dim, n, self.args.rope_theta)
         self.rope_cos, self.rope_sin = cos.to(device, dtype), sin.to(device, dtype)
 
-    def forward(self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False) -> Tensor:
-        """tokens: [1, T] at positions input_pos: [T] -> logits [1, T, V] (or final hidden [1, T, dim])."""
+    def forward(
+        self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False, pad: Tensor | None = None
+    ) -> Tensor:
+        """tokens: [B, T] at positions input_pos: [T] -> logits [B, T, V] (or final hidden [B, T, dim]).
+
+        ``pad`` [B]: row b's first pad[b] positions are left padding that no query may see (a batch of
+        prompts of different lengths; RoPE is relative, so the shift changes nothing else).
+        """
         assert self.max_seq_len > 0, "call setup_cache() first"
         length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
+        keys = torch.arange(length, device=tokens.device)
         # mask[i, j]: query at input_pos[i] may see key position j
-        mask = torch.arange(length, device=tokens.device)[None, :] <= input_pos[:, None]  # [T, L]
+        mask = keys[None, :] <= input_pos[:, None]  # [T, L]
+        if pad is not None:
+            mask = mask[None, None] & (keys >= pad[:, None])[:, None, None, :]  # [B, 1, T, L]
         cos, sin = self.rope_cos[input_pos], self.rope_sin[input_pos]  # [T, D]
-        x = self.tok_embeddings(tokens)  # [1, T, dim]
+        x = self.tok_embeddings(tokens)  # [B, T, dim]
         for block in self.layers:
             x = block(x, cos, sin, mask, input_pos)
         x = self.norm(x)
@@ -141,7 +153,7 @@ def rope_tables(head_dim: int, n_pos: int, theta: float) -> tuple[Tensor, Tensor
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    # x: [1, H, T, D]; cos, sin: [T, D]
+    # x: [B, H, T, D]; cos, sin: [T, D]
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos + rotated * sin

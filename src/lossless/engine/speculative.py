@@ -49,9 +49,11 @@ class Drafter(Protocol):
     ) -> Draft:
         """Draft at most k tokens to follow ``context`` (prompt + everything emitted so far).
 
-        ``params`` is the request's warp (apply it with `sampling.warp`). ``hidden`` [dim] is the
-        target's final hidden state at the position that predicted ``context[-1]``: free to pass,
-        it is what a trained draft head drafts from.
+        ``params`` is the request's warp (apply it with `sampling.warp`). ``hidden`` [m, dim] holds
+        the target's final hidden states that are new since the last call: those at positions
+        len(context) - 1 - m .. len(context) - 2, each the state that predicted the token after it
+        (the whole prompt's at the first call; the last row predicted ``context[-1]``). Free to pass,
+        they are what a trained draft head drafts from.
         """
         ...
 
@@ -177,8 +179,8 @@ def speculative_decode(
         return
     drafter.begin(prompt_ids)
     with torch.inference_mode():
-        hidden = model(torch.tensor([tokens]), torch.arange(len(tokens)), return_hidden=True)[0, -1]
-        logits = model.output(hidden)  # [V]: the prompt's other positions need no vocabulary matmul
+        hidden = model(torch.tensor([tokens]), torch.arange(len(tokens)), return_hidden=True)[0]  # [T, dim]
+        logits = model.output(hidden[-1])  # [V]: the prompt's other positions need no vocabulary matmul
     tokens.append(_choose(logits, params, generator))
     yield Accepted(tokens[-1:], logits[None])
     while len(tokens) - len(prompt_ids) < max_new_tokens:
@@ -201,7 +203,7 @@ def _verify(
     accept: AcceptRule,
 ) -> tuple[Accepted, Tensor]:
     """One target forward over [pending, x_1..x_k] and the acceptance rule -> the emitted tokens and
-    the target's hidden state at the position that predicted the last of them: [dim]."""
+    the target's hidden states at the positions that predicted them: [n + 1, dim]."""
     k = len(draft.tokens)
     start = len(tokens) - 1  # rolling back = starting here, over whatever rejected tokens left
     inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, k+1]
@@ -215,7 +217,7 @@ def _verify(
     else:
         q = draft.q.to(p.dtype)  # [k, V]
     n, nxt = accept(p, q, draft.tokens, generator, params.greedy)
-    return Accepted([*draft.tokens[:n], nxt], logits[: n + 1]), hidden[n]
+    return Accepted([*draft.tokens[:n], nxt], logits[: n + 1]), hidden[: n + 1]
 
 
 def _choose(logits: Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:

@@ -1,0 +1,90 @@
+"""The shipped draft head on the real SmolLM2-135M: it loads (checksum), drafts tokens that are accepted,
+keeps the plain greedy text, serves over HTTP; and `lossless draft train` runs end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lossless.config import ServeConfig
+from lossless.draft.head import SHIPPED, load_head
+from lossless.engine.drafts import parse_drafter_spec
+from lossless.engine.engine import Engine
+from lossless.engine.sampling import SamplingParams
+
+pytestmark = pytest.mark.slow
+
+GREEDY = SamplingParams(max_tokens=48, temperature=0.0)
+CHAT = [  # none of these is among the training prompts
+    "What are some good habits for staying healthy while working from home?",
+    "Write a short story about a robot who wants to learn to paint.",
+    "Give me three ideas for a weekend trip with friends, and why each is fun.",
+    "Write a polite email asking a neighbour to keep their music down at night.",
+    "How do I make a simple tomato sauce?",
+    "Explain what a budget is and why it helps.",
+]
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2_path: Path) -> Engine:
+    return Engine.load(smollm2_path)
+
+
+def test_shipped_head_matches_its_checksum_and_the_model(engine: Engine) -> None:
+    head = load_head(SHIPPED, engine.model.tok_embeddings.weight)
+    assert head.config.vocab_size == engine.args.vocab_size and len(head.vocab) <= 8192
+    for name in ("recipe.json", "train_log.jsonl"):  # the recipe and its log ship beside the weights
+        assert (SHIPPED / name).stat().st_size > 0
+
+
+def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(engine: Engine) -> None:
+    prompts = [engine.chat_prompt([{"role": "user", "content": p}]) for p in CHAT]
+    engine.use_drafter(parse_drafter_spec("none"))
+    plain = [[t for d in engine.generate(p, GREEDY) for t in d.token_ids] for p in prompts]
+    engine.use_drafter(parse_drafter_spec("dspark"))
+    same, emitted, steps = 0, 0, 0
+    for p, want in zip(prompts, plain, strict=True):
+        deltas = list(engine.generate(p, GREEDY))
+        same += [t for d in deltas for t in d.token_ids] == want
+        emitted += sum(deltas[-1].stats["accept_counts"][i] * (i + 1) for i in range(8))
+        steps += deltas[-1].stats["steps"]
+    engine.use_drafter(parse_drafter_spec("none"))
+    # float32 batched and one-token forwards round differently: a near-tie may flip one prompt
+    assert same >= len(CHAT) - 1
+    # a trained head: well over one token per target forward on open chat (an untrained one: ~1.0)
+    assert emitted / steps > 1.5
+
+
+def test_serve_speculative_dspark_over_http(smollm2_path: Path) -> None:
+    from lossless.server.launch import start_embedded
+    from lossless.server.main import load_model
+
+    config = ServeConfig(model=str(smollm2_path), speculative="dspark")
+    body = {"messages": [{"role": "user", "content": CHAT[0]}], "max_tokens": 32, "temperature": 1.0,
+            "seed": 1}  # fmt: skip
+    with start_embedded(config, loaded=load_model(config)) as url, httpx.Client(timeout=120) as client:
+        reply = client.post(url + "/chat/completions", json=body)
+        metrics = client.get(url.removesuffix("/v1") + "/metrics").text
+    assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"]
+    accepted = [line for line in metrics.splitlines() if line.startswith("lossless_spec_accepted_tokens_total")]
+    assert accepted and float(accepted[0].split()[-1]) > 0
+
+
+def test_draft_train_runs_end_to_end(tmp_path: Path, smollm2_path: Path) -> None:
+    """A trial-sized run of the real command: 4 prompts, short answers, a few steps."""
+    out = tmp_path / "head"
+    cmd = [sys.executable, "-m", "lossless.cli", "draft", "train", "--model", str(smollm2_path),
+           "--out", str(out), "--prompts", "4", "--max-new", "12", "--steps", "3", "--threads", "1"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    evaluation = json.loads(done.stdout)
+    assert len(evaluation["acceptance_t1_by_position"]) == 7
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [e.get("event") for e in log if "event" in e] == ["data", "calibration", "heldout", "saved"]
+    assert log[-1]["sha256"] == json.loads((out / "head.json").read_text())["sha256"]
+    assert parse_drafter_spec(f"dspark:{out}").path == out

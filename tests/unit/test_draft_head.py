@@ -1,0 +1,173 @@
+"""The DSpark-style draft head: lossless as a drafter (it is only another q), its stop rule, its files,
+and the training data's indexing. The trained head on the real model: tests/integration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from test_speculative_mc import (
+    ALPHA,
+    MICRO,
+    NEW,
+    chi_square_pvalue,
+    draw,
+    exact_distribution,
+    micro_pair,
+    warped,
+)
+
+from lossless.draft.data import TOP, WINDOW, Sequence
+from lossless.draft.head import DSparkHead, HeadConfig, HeadDrafter, load_head, save_head
+from lossless.draft.train import Anchors, draft_vocab, evaluate, losses
+from lossless.engine.sampling import SamplingParams
+from lossless.engine.speculative import speculative_decode
+from lossless.errors import CheckpointError
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+DRAFT_VOCAB = torch.tensor([0, 1, 2, 3, 5, 7])  # 4 and 6 can never be drafted: q = 0 there
+
+
+def micro_head(seed: int = 3, block: int = 3) -> DSparkHead:
+    target, _ = micro_pair()
+    config = HeadConfig(dim=MICRO.dim, vocab_size=MICRO.vocab_size, window=4, block=block, heads=4, ffn=32,
+                        rank=4)  # fmt: skip
+    torch.manual_seed(seed)
+    head = DSparkHead(config, target.tok_embeddings.weight.detach().float(), DRAFT_VOCAB)
+    with torch.no_grad():  # a random head that is sharp enough to be accepted sometimes
+        head.markov_out.weight.normal_(0, 2.0)
+        head.conf.bias.fill_(3.0)
+    return head.eval()
+
+
+def test_head_drafter_keeps_the_target_distribution_exactly() -> None:
+    target, _ = micro_pair()
+    prompt = [1, 5, 2, 7, 3]
+    params = SamplingParams(temperature=0.9, top_k=4)
+
+    def next_probs(seq: list[int]) -> torch.Tensor:
+        with torch.no_grad():
+            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
+
+    truth = exact_distribution(next_probs, prompt, NEW)
+    samples, stats = draw(target, HeadDrafter(micro_head(), threshold=0.0), prompt, 3000, params=params)
+    assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.drafted > 0
+    assert chi_square_pvalue(samples, truth) > ALPHA
+
+
+class _Capture(HeadDrafter):
+    """Records every draft the head made."""
+
+    def __init__(self, head: DSparkHead, threshold: float) -> None:
+        super().__init__(head, threshold)
+        self.drafts: list[tuple[list[int], torch.Tensor | None]] = []
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        draft = super().propose(context, k, params, generator, hidden)
+        self.drafts.append((draft.tokens, draft.q))
+        return draft
+
+
+def test_drafts_stay_in_the_draft_vocabulary_with_q_zero_outside() -> None:
+    target, _ = micro_pair()
+    drafter = _Capture(micro_head(), threshold=0.0)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        list(speculative_decode(target, drafter, [1, 5, 2], SamplingParams(temperature=1.0),
+                                max_new_tokens=8, k_max=3, generator=gen))  # fmt: skip
+    made = [(t, q) for t, q in drafter.drafts if t]
+    assert made
+    for tokens, q in made:
+        assert q is not None and set(tokens) <= set(DRAFT_VOCAB.tolist())
+        assert torch.allclose(q.sum(-1), torch.ones(len(tokens)))
+        assert float(q[:, [4, 6]].abs().sum()) == 0.0
+        assert all(float(q[i, t]) > 0 for i, t in enumerate(tokens))
+
+
+def test_confidence_threshold_sets_the_draft_length() -> None:
+    target, _ = micro_pair()
+    greedy = SamplingParams(temperature=0.0)
+    lengths = {}
+    for threshold in (0.0, 0.999999):
+        head = micro_head()
+        with torch.no_grad():
+            head.conf.bias.fill_(0.0)  # confidence ~ 0.5: a product that halves per position
+            head.conf.weight.zero_()
+        drafter = _Capture(head, threshold=threshold)
+        out = [t for s in speculative_decode(target, drafter, [1, 5, 2], greedy, max_new_tokens=10, k_max=3)
+               for t in s.token_ids]  # fmt: skip
+        lengths[threshold] = [len(t) for t, _ in drafter.drafts]
+        plain = [t for s in speculative_decode(target, _Capture(head, 1.0), [1, 5, 2], greedy,
+                                               max_new_tokens=10, k_max=0) for t in s.token_ids]  # fmt: skip
+        assert out == plain  # greedy output never depends on the drafter
+    assert max(lengths[0.0]) == 3 and max(lengths[0.999999]) == 0
+    # 0.5, 0.25, 0.125: a threshold of 0.3 stops before the second position
+    head = micro_head()
+    with torch.no_grad():
+        head.conf.bias.fill_(0.0)
+        head.conf.weight.zero_()
+    drafter = _Capture(head, threshold=0.3)
+    list(speculative_decode(target, drafter, [1, 5, 2], greedy, max_new_tokens=10, k_max=3))
+    assert max(len(t) for t, _ in drafter.drafts) == 1  # (0 only where no room was left)
+
+
+def test_saved_head_loads_identically_and_checks_its_checksum(tmp_path: Path) -> None:
+    head = micro_head()
+    digest = save_head(head, tmp_path / "h")
+    assert len(digest) == 64
+    loaded = load_head(tmp_path / "h", head.embed)
+    hidden, tokens = torch.randn(2, 4, MICRO.dim), torch.randint(0, 8, (2, 4))
+    with torch.no_grad():
+        a, b = head.states(hidden, tokens), loaded.states(hidden, tokens)
+    assert torch.allclose(a, b, atol=1e-2)  # stored in float16
+    assert torch.equal(loaded.vocab, DRAFT_VOCAB)
+    data = bytearray((tmp_path / "h" / "head.safetensors").read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "h" / "head.safetensors").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="sha256"):
+        load_head(tmp_path / "h", head.embed)
+    with pytest.raises(CheckpointError, match="embedding"):
+        save_head(head, tmp_path / "g")
+        load_head(tmp_path / "g", torch.zeros(9, MICRO.dim))
+
+
+def _sequence(prompt_len: int, answer: list[int], dim: int) -> Sequence:
+    m = len(answer)
+    tokens = torch.cat([torch.arange(prompt_len) % 8, torch.tensor(answer)])
+    # hidden row i stands for position P - WINDOW + i: its first coordinate says which
+    hidden = torch.zeros(WINDOW + m - 1, dim, dtype=torch.float16)
+    hidden[:, 0] = torch.arange(prompt_len - WINDOW, prompt_len + m - 1)
+    top_ids = torch.zeros(m, TOP, dtype=torch.long)
+    top_ids[:, 0] = torch.tensor(answer)  # the target's favourite is the token that came
+    top_p = torch.zeros(m, TOP, dtype=torch.float16)
+    top_p[:, 0] = 1.0
+    return Sequence(tokens, prompt_len, hidden, top_ids, top_p, greedy=True)
+
+
+def test_anchors_line_up_windows_targets_and_target_distributions() -> None:
+    head = micro_head(block=3)
+    seqs = [_sequence(10, [3, 5, 1, 2, 7], MICRO.dim), _sequence(12, [1, 1, 2], MICRO.dim)]
+    data = Anchors(seqs, HeadConfig(MICRO.dim, MICRO.vocab_size, window=4, block=3), DRAFT_VOCAB)
+    assert len(data) == 4 + 2  # anchors n = P .. P+m-2
+    b = data.batch(torch.arange(len(data)))
+    # first anchor of the first sequence: pending token c_10 = 3; its window: positions 6..9
+    assert b["hidden"][0, :, 0].tolist() == list(range(6, 10))
+    assert b["hidden"][4, :, 0].tolist() == list(range(8, 12))  # the second sequence's first anchor
+    assert b["tokens"][0, -1] == 3 and b["prev"][0].tolist() == [3, 5, 1]
+    to_draft = {int(t): i for i, t in enumerate(DRAFT_VOCAB)}
+    assert b["target"][0].tolist() == [to_draft[5], to_draft[1], to_draft[2]]
+    assert b["top_ids"][0, :, 0].tolist() == b["target"][0].tolist()  # p rows match the targets
+    # the last anchor of the second sequence has one target left: the rest are masked
+    assert b["valid"][-1].tolist() == [True, False, False]
+    assert b["target"][-1, 0] == to_draft[2]
+    parts = losses(head, b)
+    assert parts["tv"].shape == (6, 3) and bool(((parts["tv"] >= 0) & (parts["tv"] <= 1)).all())
+    report = evaluate(head, data)
+    assert 1.0 <= report["expected_length_t1"] <= 4.0
+
+
+def test_draft_vocab_takes_the_most_frequent_answer_tokens_and_the_end_tokens() -> None:
+    seqs = [_sequence(10, [3, 3, 3, 5, 5, 1], MICRO.dim)]
+    assert draft_vocab(seqs, 3, frozenset({7})).tolist() == [3, 5, 7]
