@@ -75,9 +75,10 @@ def test_sampling_alone_catches_a_lossy_sampler(baseline_url: str, talkative: Pa
     """A temperature change leaves scoring untouched: the sampled texts must give it away."""
     result = run(baseline_url, le.ServedTemperature.load(talkative))
     assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
-    score = next(t for t in result.ab if t.name == "mean_score")
-    assert score.effect > 0  # cooler sampling: likelier text under the baseline
-    assert any("mean_score" in r for r in result.decision.reasons)
+    tests = {t.name: t for t in result.ab}
+    assert tests["mean_score"].effect > 0  # cooler sampling: likelier text under the baseline,
+    assert tests["rank"].effect < 0 and tests["tail"].effect < 0  # its tokens nearer the top
+    assert any(r.startswith(("mean_score", "rank", "tail")) for r in result.decision.reasons)
 
 
 def test_cli_gates_with_exit_codes_and_json(baseline_url: str, talkative: Path) -> None:
@@ -86,7 +87,8 @@ def test_cli_gates_with_exit_codes_and_json(baseline_url: str, talkative: Path) 
     assert result.exit_code == 1, result.stderr
     doc = json.loads(result.stdout)
     assert doc["verdict"] == "different"
-    assert {t["name"] for t in doc["tests"]} >= {"mmd_hamming", "first_token", "lengths", "mean_score"}
+    names = {t["name"] for t in doc["tests"]}
+    assert names == {"mmd_hamming", "first_token", "lengths", "mean_score", "rank", "tail"}
     assert "different" in result.stderr  # the table and verdict for people
 
 

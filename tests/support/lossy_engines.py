@@ -2,7 +2,9 @@
 
 Each is an ``Engine`` subclass (loaded with ``Cls.load(path)``) that changes one thing; served with
 ``start_embedded(ServeConfig(), loaded=LoadedModel(engine, name, aliases))``. The speculative ones run
-``speculative_decode`` directly, since the engine does not yet choose a decoder from ServeConfig.
+``speculative_decode`` directly, so that a candidate can swap in a broken acceptance rule or its own
+draft model (benchmarks/verify_power.py drafts with a 4-bit copy of the target, accepted about half the
+time, as a real draft model is; n-grams draft on only ~5% of the talkative model's positions).
 """
 
 from __future__ import annotations

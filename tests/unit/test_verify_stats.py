@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lossless.verify.collect import _scored
 from lossless.verify.decide import Agreement, Criteria, decide
 from lossless.verify.stats import (
+    TAIL,
     Finding,
     Sample,
     compare,
@@ -15,6 +17,7 @@ from lossless.verify.stats import (
     paired_accuracy,
     pooled_sd,
     score_se,
+    token_rank,
 )
 
 
@@ -37,7 +40,9 @@ def _groups(rng: np.random.Generator, shift: float, vocab: int, n: int) -> list[
         group = []
         for _ in range(n):
             units = tuple(str(t) for t in rng.choice(vocab, size=8, p=probs / probs.sum()))
-            group.append(Sample(units, 8, float(rng.normal(shift, 1.0))))
+            rank = float(np.clip(rng.normal(0.5 - shift / 10, 0.1), 0, 1))
+            tail = float(rng.binomial(8, 0.1 * (1 - shift / 2))) / 8
+            group.append(Sample(units, 8, float(rng.normal(shift, 1.0)), rank, tail))
         out.append(group)
     return out
 
@@ -49,8 +54,52 @@ def test_permutation_p_values_are_calibrated_under_the_null() -> None:
         rng = np.random.default_rng(seed)
         x, y = _groups(rng, 0.0, 12, 8), _groups(rng, 0.0, 12, 8)
         results = compare(x, y, n_perm=199, seed=seed, length=8, level=0.05)
+        assert [r.name for r in results][3:] == ["mean_score", "rank", "tail"]
         rejections += sum(r.p_value < 0.05 for r in results)
-    assert rejections <= 0.1 * 40 * 4  # at most twice the nominal rate, over all four tests
+    assert rejections <= 0.1 * 40 * 6  # at most twice the nominal rate, over all six tests
+
+
+def test_a_rank_and_tail_shift_is_found_with_its_sign() -> None:
+    rng = np.random.default_rng(2)
+    x, y = _groups(rng, 0.0, 12, 10), _groups(rng, 1.0, 12, 10)  # y: likelier tokens, fewer from the tail
+    found = {r.name: r for r in compare(x, y, n_perm=499, seed=0, length=8, level=0.01)}
+    assert found["rank"].p_value < 0.01 and found["rank"].effect == pytest.approx(-0.1, abs=0.02)
+    assert found["tail"].p_value < 0.01 and found["tail"].effect < 0
+
+
+def test_teacher_forced_tests_need_every_sample_scored() -> None:
+    rng = np.random.default_rng(3)
+    x, y = _groups(rng, 0.0, 12, 4), _groups(rng, 0.0, 12, 4)
+    y[0][0] = Sample(y[0][0].units, 8, y[0][0].score)  # scored, but no alternatives: no rank, no tail
+    names = [r.name for r in compare(x, y, n_perm=19, seed=0, length=8, level=0.05)]
+    assert names == ["mmd_hamming", "first_token", "lengths", "mean_score"]
+
+
+def test_a_token_drawn_from_the_baseline_has_mean_rank_one_half() -> None:
+    """Exactly 1/2 whatever the number of alternatives the endpoint lists (the rest is one category)."""
+    probs = np.array([0.4, 0.25, 0.15, 0.1, 0.05, 0.03, 0.02])
+    for k in (1, 3, 5, len(probs)):
+        top = list(np.log(probs[:k]))
+        ranks = [token_rank(float(np.log(p)), top) for p in probs]
+        assert float(probs @ ranks) == pytest.approx(0.5)
+    assert token_rank(float(np.log(0.4)), list(np.log(probs))) == pytest.approx(0.2)  # the likeliest
+    assert token_rank(float(np.log(0.02)), list(np.log(probs[:5]))) == pytest.approx(1 - 0.05 / 2)
+
+
+def test_scores_are_read_from_the_texts_tokens_only() -> None:
+    """Legacy echo logprobs: the prompt's tokens (offsets before the text) are not the text's score."""
+    lp = {
+        "tokens": ["Hi", " there", " you"],
+        "token_logprobs": [None, float(np.log(0.5)), float(np.log(0.1))],
+        "text_offset": [0, 2, 8],
+        "top_logprobs": [None, {" there": np.log(0.5), " all": np.log(0.3)}, {" me": np.log(0.8)}],
+    }
+    got = _scored(lp, start=2, end=12, top=20)
+    assert got is not None and got.mean == pytest.approx(float(np.log(0.5 * 0.1)) / 2)
+    assert got.rank == pytest.approx((0.25 + (1 - 0.2 / 2)) / 2)  # " you" is outside the listed one
+    assert got.tail == pytest.approx(0.5) and TAIL == 0.9
+    plain = _scored({**lp, "top_logprobs": None}, start=2, end=12, top=0)
+    assert plain is not None and plain.rank is None and plain.tail is None
 
 
 def test_a_score_shift_is_found_and_sized() -> None:
@@ -76,7 +125,7 @@ def _t(name: str, p: float, effect: float) -> Finding:
     return Finding(name, effect, p, effect, 10, 10, 0.0)
 
 
-def test_decide_follows_calibration_then_differences_then_power() -> None:
+def test_decide_follows_differences_then_calibration_then_power() -> None:
     c = Criteria()
     calm = [_t("mean_score", 0.5, 0.01), _t("lengths", 0.7, 0.02)]
     hit = [_t("mean_score", 0.001, 0.7), _t("lengths", 0.7, 0.02)]
@@ -98,6 +147,20 @@ def test_decide_follows_calibration_then_differences_then_power() -> None:
     assert (
         decide(calm, calm, c, detectable=0.3, sample_sd=1.0, tasks=None, agreement=off).verdict == "different"
     )
+
+
+def test_an_unstable_baseline_does_not_veto_a_difference_well_beyond_its_drift() -> None:
+    c = Criteria()
+    drifting = [_t("mean_score", 0.001, 0.2), _t("rank", 0.6, 0.01)]
+    clear = decide(drifting, [_t("mean_score", 0.001, 0.7), _t("rank", 0.5, 0.01)], c,
+                   detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    assert clear.verdict == "different" and "baseline unstable" in clear.reasons[0]
+    within = decide(drifting, [_t("mean_score", 0.001, 0.3), _t("rank", 0.5, 0.01)], c,
+                    detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    assert within.verdict == "inconclusive" and "differs from itself" in within.reasons[0]
+    elsewhere = decide(drifting, [_t("mean_score", 0.5, 0.1), _t("rank", 0.001, 0.05)], c,
+                       detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    assert elsewhere.verdict == "different"  # a stable test's difference stands
 
 
 def test_an_effect_within_the_baselines_own_noise_is_not_a_difference() -> None:

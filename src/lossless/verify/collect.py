@@ -11,10 +11,11 @@ import json
 import string
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from itertools import repeat
 from typing import Any
 
 from lossless.probe.wire import Reply, Wire
-from lossless.verify.stats import Sample
+from lossless.verify.stats import TAIL, Sample, token_rank
 
 # Openers that leave many continuations open (the distribution, not one answer, is what is compared).
 PROMPTS = (
@@ -62,7 +63,7 @@ class Caller:
     api: str  # "completions" or "chat"
     gate: asyncio.Semaphore
     tokens: bool = True  # ask for logprobs to get token boundaries; dropped if refused
-    score_max_tokens: int | None = 0  # echo-scoring: 0 (ours), 1 (servers that refuse 0), None: cannot
+    scoring: int | None = 0  # index into SCORING of the first body the endpoint took; None: cannot score
     notes: list[str] = field(default_factory=list)
 
     async def post(self, body: dict[str, Any], path: str) -> Reply:
@@ -87,33 +88,50 @@ class Caller:
             self.notes.append(f"{self.wire.endpoint.name}: logprobs refused, comparing characters")
         return await self.post(body, path)
 
-    async def score(self, prefix: str, text: str) -> float | None:
-        """Mean log-probability per token of ``text`` after ``prefix``, by echo; None if unsupported."""
-        if self.score_max_tokens is None or not text:
+    async def score(self, prefix: str, text: str) -> Scored | None:
+        """``text`` after ``prefix``, teacher-forced by echo; None if the endpoint cannot score."""
+        if self.scoring is None or not text:
             return None
         full = prefix + text
-        body = {
-            "prompt": full,
-            "echo": True,
-            "logprobs": 0,
-            "max_tokens": self.score_max_tokens,
-            "temperature": 0,
-        }
-        reply = await self.post(body, "/completions")
-        if not reply.ok and self.score_max_tokens == 0:
-            self.score_max_tokens = 1
-            reply = await self.post({**body, "max_tokens": 1}, "/completions")
-        lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
-        if not isinstance(lp, dict) or not isinstance(lp.get("token_logprobs"), list):
-            self.score_max_tokens = None
-            self.notes.append(f"{self.wire.endpoint.name}: cannot score text (echo + logprobs)")
-            return None
-        picked = [
-            v
-            for v, at in zip(lp["token_logprobs"], lp.get("text_offset") or [], strict=False)
-            if v is not None and len(prefix) <= at < len(full)
-        ]
-        return sum(picked) / len(picked) if picked else None
+        while (tried := self.scoring) is not None:
+            max_tokens, top = SCORING[tried]
+            body = {"prompt": full, "echo": True, "logprobs": top, "max_tokens": max_tokens, "temperature": 0}
+            reply = await self.post(body, "/completions")
+            lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
+            if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list):
+                return _scored(lp, len(prefix), len(full), top)
+            if not reply.ok and reply.status not in range(400, 500):
+                return None  # a failure, not a refusal: this text goes unscored
+            if self.scoring == tried:  # another request in flight may have moved on already
+                self.scoring = tried + 1 if tried + 1 < len(SCORING) else None
+        self.notes.append(f"{self.wire.endpoint.name}: cannot score text (echo + logprobs)")
+        return None
+
+
+# What scoring asks, in order, until an endpoint takes it: ours and vLLM's take max_tokens 0 and 20
+# alternatives per token; OpenAI's legacy API at most 5; some servers refuse max_tokens 0.
+SCORING = ((0, 20), (0, 5), (0, 0), (1, 20), (1, 5), (1, 0))
+
+
+@dataclass(frozen=True)
+class Scored:
+    mean: float  # mean log-probability per token
+    rank: float | None  # mean mid-PIT of the tokens (stats.token_rank); None without alternatives
+    tail: float | None  # share of tokens with a mid-PIT of stats.TAIL or more
+
+
+def _scored(lp: dict[str, Any], start: int, end: int, top: int) -> Scored | None:
+    """The text's tokens: those whose offset falls in [start, end) (the prompt's are not scored)."""
+    tops = lp.get("top_logprobs") if top else None
+    rows = list(zip(lp["token_logprobs"], lp.get("text_offset") or [], tops or repeat(None), strict=False))
+    picked = [(v, alts) for v, at, alts in rows if v is not None and start <= at < end]
+    if not picked:
+        return None
+    mean = sum(v for v, _ in picked) / len(picked)
+    if not all(isinstance(alts, dict) and alts for _, alts in picked):
+        return Scored(mean, None, None)
+    ranks = [token_rank(v, list(alts.values())) for v, alts in picked]
+    return Scored(mean, sum(ranks) / len(ranks), sum(r >= TAIL for r in ranks) / len(ranks))
 
 
 def units_of(reply: Reply) -> tuple[str, ...]:
@@ -153,7 +171,10 @@ async def draw(
 
 async def scored(scorer: Caller, prompts: tuple[str, ...], sets: list[list[Drawn]]) -> list[list[Sample]]:
     async def one(d: Drawn) -> Sample:
-        return replace(d.sample, score=await scorer.score(prompts[d.prompt], d.text))
+        got = await scorer.score(prompts[d.prompt], d.text)
+        if got is None:
+            return d.sample
+        return replace(d.sample, score=got.mean, rank=got.rank, tail=got.tail)
 
     return [list(await asyncio.gather(*(one(d) for d in group))) for group in sets]
 

@@ -1,11 +1,18 @@
 """The verdict, from the tests' numbers alone (pure): equivalent, different, or inconclusive.
 
-1. A/A: the baseline against itself. If it differs from itself (Holm-corrected), noise cannot be
-   told from difference: inconclusive.
-2. A/B: the candidate against the baseline's pooled samples, Holm-corrected over every test (the
-   sampling tests, the teacher-forced score, the task accuracy). Any rejection whose effect also
-   exceeds the A/A effect -> different. Log-probabilities of the same text disagreeing by more than
-   the tolerance (when both endpoints score) -> different.
+1. A/B: the candidate against the baseline's pooled samples, Holm-corrected over every test (the
+   sampling tests, the teacher-forced ones, the task accuracy). A rejection is a difference when its
+   effect also exceeds what the baseline shows against itself (A/A: two sets of its own samples) on
+   that test, and ``aa_margin`` times that when the A/A test itself rejects. Log-probabilities of the
+   same text disagreeing by more than the tolerance (when both endpoints score) -> different.
+   Apart from that deterministic check, "different" rests on a Holm rejection, so a candidate that
+   serves the baseline's distribution is flagged at most ``alpha`` of the time, whatever the A/A
+   tests say.
+2. The A/A tests guard against a baseline that is not a fixed distribution (load-dependent
+   kernels, caching, a pool of replicas): a drift shows there as much as between the endpoints, and
+   a difference no larger than the drift is not evidence. They do not veto a difference well beyond
+   it: a 5% A/A false alarm would otherwise cost every lossy candidate 5% of its power.
+   Nothing found while the baseline differs from itself -> inconclusive.
 3. Otherwise equivalent only if the run had the power: the teacher-forced score difference it
    would detect (80% power) is within the tolerance (in sd of one sample's score), and the task
    accuracy is equivalent by TOST.
@@ -34,6 +41,7 @@ class Criteria:
     tolerance_sd: float = 0.6
     margin: float = 0.1  # task accuracy: the TOST equivalence margin (absolute)
     agreement: float = 0.02  # nats/token: scoring the same text may differ this much (kernels, batching)
+    aa_margin: float = 2.0  # a test the baseline fails against itself needs this many times its drift
 
 
 @dataclass(frozen=True)
@@ -74,16 +82,8 @@ def decide(
         "detectable": detectable,
         "sample_sd": sample_sd,
     }
-    unstable = [f"{t.name} (p={p:.3g})" for t, p in zip(aa, aa_adj, strict=True) if p < criteria.alpha]
-    if unstable:
-        why = (
-            f"the baseline differs from itself on {', '.join(unstable)}: "
-            "its noise cannot be told from a difference"
-        )
-        return Decision(
-            "inconclusive", (why + "; check for load, caching or unseeded randomness, then rerun",), **base
-        )
-    found = _differences(aa, ab, ab_adj, criteria.alpha)
+    unstable = {t.name: p for t, p in zip(aa, aa_adj, strict=True) if p < criteria.alpha}
+    found = _differences(aa, ab, ab_adj, criteria, unstable)
     if tasks and ab_adj[-1] < criteria.alpha:
         found.append(
             f"task accuracy {tasks.difference:+.0%} over {tasks.n} tasks (McNemar p={ab_adj[-1]:.3g})"
@@ -98,18 +98,31 @@ def decide(
         )
     if found:
         return Decision("different", tuple(found), **base)
+    if unstable:
+        listed = ", ".join(f"{name} (p={p:.3g})" for name, p in unstable.items())
+        why = f"the baseline differs from itself on {listed}: its noise cannot be told from a difference"
+        return Decision(
+            "inconclusive", (why + "; check for load, caching or unseeded randomness, then rerun",), **base
+        )
     return Decision(*_power(criteria, detectable, sample_sd, tasks), **base)
 
 
 def _differences(
-    aa: Sequence[Finding], ab: Sequence[Finding], adjusted: Sequence[float], alpha: float
+    aa: Sequence[Finding],
+    ab: Sequence[Finding],
+    adjusted: Sequence[float],
+    criteria: Criteria,
+    unstable: dict[str, float],
 ) -> list[str]:
     noise = {t.name: abs(t.effect) for t in aa}
-    return [
-        f"{t.name}: effect {t.effect:+.3g} (A/A {noise.get(t.name, 0.0):.3g}), Holm p={p:.3g}"
-        for t, p in zip(ab, adjusted, strict=False)
-        if p < alpha and abs(t.effect) > noise.get(t.name, 0.0)
-    ]
+    found = []
+    for t, p in zip(ab, adjusted, strict=False):
+        drift = noise.get(t.name, 0.0)
+        bar = criteria.aa_margin * drift if t.name in unstable else drift
+        if p < criteria.alpha and abs(t.effect) > bar:
+            flag = ", baseline unstable on it" if t.name in unstable else ""
+            found.append(f"{t.name}: effect {t.effect:+.3g} (A/A {drift:.3g}{flag}), Holm p={p:.3g}")
+    return found
 
 
 def _power(

@@ -8,6 +8,16 @@ group labels *within* each prompt. One set of permutations serves every statisti
     first_token    chi-square on the first token, summed over prompts
     lengths        Kolmogorov-Smirnov distance between the length distributions
     mean_score     difference of the mean baseline log-probability per token (teacher-forced)
+    rank           difference of the mean rank position (mid-PIT) of the tokens in the baseline's
+                   distribution: where, from its likeliest token (0) to its least likely (1), they fall
+    tail           difference of the share of tokens drawn from the baseline's least likely 10%
+
+The last three score both groups' texts under the baseline. A lossy sampler (temperature, hidden top-p)
+or weights moves its tokens along the baseline's own ranking; rank and tail are bounded per token, so
+a few very unlikely tokens (re-tokenized fragments, -10 nats) do not drown the shift as they do in
+the mean log-probability. A token drawn from the baseline has an expected rank of exactly 1/2, yet the
+candidate is compared with the baseline's own samples, not with 1/2: re-tokenizing sampled text and
+scoring it in one forward pass move both groups alike, and only the comparison is immune to that.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from scipy import stats
 
 Floats = NDArray[np.float64]
 PAD = "\x00<end>"  # what a finished sequence shows at later positions: two ended samples agree there
+TAIL = 0.9  # a token whose mid-PIT is at least this came from the baseline's least likely 10%
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,8 @@ class Sample:
     units: tuple[str, ...]  # the completion's tokens as text (characters when the endpoint gave no tokens)
     n_tokens: int  # completion length in tokens (usage), or len(units)
     score: float | None = None  # mean log-probability per token under the baseline (teacher-forced)
+    rank: float | None = None  # mean mid-PIT of its tokens under the baseline (see token_rank)
+    tail: float | None = None  # share of its tokens with a mid-PIT of TAIL or more
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,10 @@ EFFECTS = {
     "first_token": "first-token total variation, mean over prompts",
     "lengths": "KS distance between lengths",
     "mean_score": "Y - X mean baseline log-prob, nats/token",
+    "rank": "Y - X mean rank in the baseline's distribution (0 likeliest, 1 least likely)",
+    "tail": f"Y - X share of tokens from the baseline's least likely {1 - TAIL:.0%}",
 }
+TEACHER_FORCED = {"mean_score": "score", "rank": "rank", "tail": "tail"}  # test -> Sample field
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,19 @@ def _strata(groups: Sequence[tuple[int, int]], n_perm: int, rng: np.random.Gener
 def _p_value(observed: float, null: Floats) -> float:
     # (1 + count) / (B + 1): exact under the null, never 0
     return float((1 + np.count_nonzero(null >= observed - 1e-12)) / (len(null) + 1))
+
+
+def token_rank(logprob: float, top: Sequence[float]) -> float:
+    """The mid-PIT of one token: the baseline's probability mass above it plus half its own, with its
+    tokens ordered from likeliest to least likely. ``top``: the log-probabilities of the baseline's
+    top-k tokens at that position. Tokens outside the top k are one category, ranked last; whatever k
+    is, a token drawn from the baseline has an expected mid-PIT of exactly 1/2."""
+    probs = np.exp(np.asarray(top, dtype=np.float64))
+    p = float(np.exp(logprob))
+    if len(probs) and logprob >= float(np.log(probs.min())) - 1e-6:  # one of the top k
+        return float(probs[probs > p * (1 + 1e-6)].sum()) + p / 2
+    rest = max(0.0, 1.0 - float(probs.sum()))
+    return 1.0 - rest / 2
 
 
 def hamming_kernel(seqs: Sequence[tuple[str, ...]], length: int) -> Floats:
@@ -138,9 +167,13 @@ def compare(
     pairs = [(list(a), list(b)) for a, b in zip(x, y, strict=True) if a and b]
     strata = _strata([(len(a), len(b)) for a, b in pairs], n_perm, rng)
     n_x, n_y = sum(len(a) for a, _ in pairs), sum(len(b) for _, b in pairs)
-    obs = {"mmd": 0.0, "chi2": 0.0, "score": 0.0, "tv": 0.0}
-    null = {k: np.zeros(n_perm) for k in ("mmd", "chi2", "score")}
-    lengths, length_perm = [], []
+    obs = {"mmd": 0.0, "chi2": 0.0, "tv": 0.0}
+    null = {k: np.zeros(n_perm) for k in ("mmd", "chi2")}
+    forced = [
+        f for f in TEACHER_FORCED.values() if all(_value(s, f) is not None for a, b in pairs for s in a + b)
+    ]
+    for f in forced:
+        obs[f], null[f] = 0.0, np.zeros(n_perm)
     for (a, b), s in zip(pairs, strata, strict=True):
         both = a + b
         kernel = hamming_kernel([smp.units for smp in both], length)
@@ -151,17 +184,14 @@ def compare(
         obs["chi2"] += float(_chi2(onehot, s.labels[None])[0])
         null["chi2"] += _chi2(onehot, s.perms)
         obs["tv"] += _first_token_tv(first, s.labels) / len(pairs)
-        scores = np.array([smp.score if smp.score is not None else np.nan for smp in both])
-        w = -_weights(s.labels[None])[0]  # mean_y - mean_x
-        obs["score"] += float(np.nansum(w * scores)) / len(pairs)
-        null["score"] += (-_weights(s.perms) * np.nan_to_num(scores)).sum(-1) / len(pairs)
-        lengths.append(np.array([smp.n_tokens for smp in both], dtype=np.float64))
-        length_perm.append(s)
-    values = np.concatenate(lengths)
-    labels = np.concatenate([s.labels for s in length_perm])
-    perms = np.concatenate([s.perms for s in length_perm], axis=1)
+        for f in forced:  # mean_y - mean_x, averaged over prompts
+            values = np.array([_value(smp, f) for smp in both], dtype=np.float64)
+            obs[f] += float(-_weights(s.labels[None])[0] @ values) / len(pairs)
+            null[f] += (-_weights(s.perms) @ values) / len(pairs)
+    values = np.concatenate([np.array([smp.n_tokens for smp in a + b], dtype=np.float64) for a, b in pairs])
+    labels = np.concatenate([s.labels for s in strata])
+    perms = np.concatenate([s.perms for s in strata], axis=1)
     ks_obs, ks_null = float(_ks(values, labels[None])[0]), _ks(values, perms)
-    has_scores = all(smp.score is not None for a, b in pairs for smp in a + b)
 
     def result(name: str, stat: float, nul: Floats, effect: float) -> Finding:
         return Finding(name, stat, _p_value(stat, nul), effect, n_x, n_y, _threshold(nul, level))
@@ -171,9 +201,18 @@ def compare(
         result("first_token", obs["chi2"], null["chi2"], obs["tv"]),
         result("lengths", ks_obs, ks_null, ks_obs),
     ]
-    if has_scores:
-        out.append(result("mean_score", abs(obs["score"]), np.abs(null["score"]), obs["score"]))
+    # two-sided: the size of the difference, whichever way it goes
+    out += [
+        result(name, abs(obs[f]), np.abs(null[f]), obs[f])
+        for name, f in TEACHER_FORCED.items()
+        if f in forced
+    ]
     return out
+
+
+def _value(sample: Sample, field: str) -> float | None:
+    value: float | None = getattr(sample, field)
+    return value
 
 
 def score_se(x: Sequence[Sequence[Sample]], y: Sequence[Sequence[Sample]]) -> float | None:
