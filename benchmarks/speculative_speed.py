@@ -265,7 +265,7 @@ def main() -> None:
     ap.add_argument("--draft", type=Path, default=None, help="also measure draft:PATH")
     ap.add_argument("--dspark", nargs="?", const="", default=None, help="also measure the draft head [DIR]")
     ap.add_argument("--k", type=int, default=None, help="--spec-k for our drafters")
-    ap.add_argument("--spec-threshold", type=float, default=None, help="--spec-threshold for dspark")
+    ap.add_argument("--spec-threshold", type=float, nargs="+", default=None, help="dspark's, one run each")
     ap.add_argument("--methods", nargs="+", default=None, help="only these methods (names as in the table)")
     ap.add_argument("--lookup", type=int, default=10, help="transformers' prompt_lookup_num_tokens")
     ap.add_argument("--no-transformers", action="store_true")
@@ -282,7 +282,9 @@ def main() -> None:
         methods[f"draft:{opts.draft.name}"] = ours(engine, f"draft:{opts.draft}", opts.k)
     if opts.dspark is not None:
         spec = f"dspark:{opts.dspark}" if opts.dspark else "dspark"
-        methods["dspark"] = ours(engine, spec, opts.k, opts.spec_threshold)
+        for threshold in opts.spec_threshold or [None]:
+            name = "dspark" if threshold is None else f"dspark t={threshold}"
+            methods[name] = ours(engine, spec, opts.k, threshold)
         trained_on = {p["prompt"] for p in bundled_prompts()}
         assert not trained_on & set(SUITES["chat"]), "a chat prompt is one the head was trained on"
     if not opts.no_transformers:

@@ -47,17 +47,18 @@ def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(engine: Engine)
     engine.use_drafter(parse_drafter_spec("none"))
     plain = [[t for d in engine.generate(p, GREEDY) for t in d.token_ids] for p in prompts]
     engine.use_drafter(parse_drafter_spec("dspark"))
-    same, emitted, steps = 0, 0, 0
+    same, drafted, accepted = 0, 0, 0
     for p, want in zip(prompts, plain, strict=True):
         deltas = list(engine.generate(p, GREEDY))
         same += [t for d in deltas for t in d.token_ids] == want
-        emitted += sum(deltas[-1].stats["accept_counts"][i] * (i + 1) for i in range(8))
-        steps += deltas[-1].stats["steps"]
+        drafted += deltas[-1].stats["drafted"]
+        accepted += deltas[-1].stats["accepted"]
     engine.use_drafter(parse_drafter_spec("none"))
     # float32 batched and one-token forwards round differently: a near-tie may flip one prompt
     assert same >= len(CHAT) - 1
-    # a trained head: well over one token per target forward on open chat (an untrained one: ~1.0)
-    assert emitted / steps > 1.5
+    # a trained head on prompts it never saw: an untrained one over 8192 tokens is accepted ~never
+    # (measured: about 0.3-0.6 of drafted tokens, benchmarks/speculative_speed.py)
+    assert drafted > 0 and accepted / drafted > 0.2
 
 
 def test_serve_speculative_dspark_over_http(smollm2_path: Path) -> None:
@@ -71,20 +72,23 @@ def test_serve_speculative_dspark_over_http(smollm2_path: Path) -> None:
         reply = client.post(url + "/chat/completions", json=body)
         metrics = client.get(url.removesuffix("/v1") + "/metrics").text
     assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"]
-    accepted = [line for line in metrics.splitlines() if line.startswith("lossless_spec_accepted_tokens_total")]
+    name = "lossless_spec_accepted_tokens_total"
+    accepted = [line for line in metrics.splitlines() if line.startswith(name)]
     assert accepted and float(accepted[0].split()[-1]) > 0
 
 
 def test_draft_train_runs_end_to_end(tmp_path: Path, smollm2_path: Path) -> None:
     """A trial-sized run of the real command: 4 prompts, short answers, a few steps."""
     out = tmp_path / "head"
+    trial = ["--prompts", "4", "--max-new", "12", "--steps", "3", "--threads", "1"]
     cmd = [sys.executable, "-m", "lossless.cli", "draft", "train", "--model", str(smollm2_path),
-           "--out", str(out), "--prompts", "4", "--max-new", "12", "--steps", "3", "--threads", "1"]  # fmt: skip
+           "--out", str(out), *trial]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     evaluation = json.loads(done.stdout)
     assert len(evaluation["acceptance_t1_by_position"]) == 7
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
-    assert [e.get("event") for e in log if "event" in e] == ["data", "calibration", "heldout", "saved"]
+    events = [e["event"] for e in log if "event" in e]
+    assert events == ["data", "kept", "calibration", "heldout", "saved"]
     assert log[-1]["sha256"] == json.loads((out / "head.json").read_text())["sha256"]
     assert parse_drafter_spec(f"dspark:{out}").path == out

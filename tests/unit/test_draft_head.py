@@ -168,6 +168,8 @@ def test_anchors_line_up_windows_targets_and_target_distributions() -> None:
     assert 1.0 <= report["expected_length_t1"] <= 4.0
 
 
-def test_draft_vocab_takes_the_most_frequent_answer_tokens_and_the_end_tokens() -> None:
-    seqs = [_sequence(10, [3, 3, 3, 5, 5, 1], MICRO.dim)]
-    assert draft_vocab(seqs, 3, frozenset({7})).tolist() == [3, 5, 7]
+def test_draft_vocab_takes_the_most_probable_output_tokens_and_the_end_tokens() -> None:
+    seq = _sequence(10, [3, 3, 3, 5, 5, 1], MICRO.dim)  # p = 1 on the token that came
+    assert draft_vocab([seq], 3, frozenset({7})).tolist() == [3, 5, 7]
+    seq.top_p[:, 0], seq.top_ids[:, 1], seq.top_p[:, 1] = 0.4, 6, 0.6  # 6 is never sampled, often likely
+    assert draft_vocab([seq], 3, frozenset({7})).tolist() == [3, 6, 7]

@@ -80,12 +80,13 @@ class DSparkHead(nn.Module):
         self.markov_out = nn.Linear(c.rank, len(vocab), bias=False)
         nn.init.zeros_(self.markov_out.weight)  # starts as a pure block drafter
         self.conf = nn.Linear(2 * d, 1)
+        self.dropout = 0.0  # training only: a few hundred prompts are memorised without it
 
     def states(self, hidden: Tensor, tokens: Tensor, valid: Tensor | None = None) -> Tensor:
         """hidden [B, W, d], tokens [B, W] (each position's next token), valid [B, W] -> s [B, K, d]."""
         c = self.config
         ctx = self.fuse(torch.cat([self.norm_h(hidden), self.norm_e(self.embed[tokens])], -1))
-        ctx = ctx + self.pos[: c.window]  # [B, W, d]
+        ctx = self._drop(ctx + self.pos[: c.window])  # [B, W, d]
         slots = ctx[:, -1:] + self.pos[c.window :]  # [B, K, d]
         b, n_heads = ctx.shape[0], c.heads
         x = self.norm_attn(torch.cat([ctx, slots], 1))  # [B, W+K, d]
@@ -96,9 +97,12 @@ class DSparkHead(nn.Module):
             keys = torch.cat([valid, valid.new_ones(b, c.block)], 1)  # [B, W+K]
             mask = keys[:, None, None, :]
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, H, K, dh]
-        s = slots + self.wo(y.transpose(1, 2).reshape(b, c.block, -1))
+        s = slots + self._drop(self.wo(y.transpose(1, 2).reshape(b, c.block, -1)))
         gate, up = self.w13(self.norm_ffn(s)).chunk(2, -1)
-        return s + self.w2(F.silu(gate) * up)  # [B, K, d]
+        return s + self._drop(self.w2(F.silu(gate) * up))  # [B, K, d]
+
+    def _drop(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.dropout, self.training) if self.dropout else x
 
     def block_logits(self, s: Tensor) -> Tensor:
         """s [..., d] -> logits over the draft vocabulary [..., V'], before the Markov term."""
