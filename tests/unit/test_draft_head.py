@@ -173,3 +173,23 @@ def test_draft_vocab_takes_the_most_probable_output_tokens_and_the_end_tokens() 
     assert draft_vocab([seq], 3, frozenset({7})).tolist() == [3, 5, 7]
     seq.top_p[:, 0], seq.top_ids[:, 1], seq.top_p[:, 1] = 0.4, 6, 0.6  # 6 is never sampled, often likely
     assert draft_vocab([seq], 3, frozenset({7})).tolist() == [3, 6, 7]
+
+
+def test_left_padded_batch_gives_each_row_its_own_logits() -> None:
+    """`Transformer.forward(pad=...)` (the draft data's batched generation): padding is invisible."""
+    target, _ = micro_pair()
+    prompts = [[1, 5, 2, 7, 3], [4, 2]]
+    singles = []
+    with torch.no_grad():
+        for p in prompts:
+            target.setup_cache(64)
+            first = target(torch.tensor([p]), torch.arange(len(p)))[0, -1]
+            then = target(torch.tensor([[6]]), torch.tensor([len(p)]))[0, -1]
+            singles.append((first, then))
+        target.setup_cache(64, batch=2)
+        pad = torch.tensor([0, 3])
+        batch = torch.tensor([prompts[0], [0, 0, 0, *prompts[1]]])
+        first = target(batch, torch.arange(5), pad=pad)[:, -1]
+        then = target(torch.tensor([[6], [6]]), torch.tensor([5]), pad=pad)[:, -1]
+    for r, (a, b) in enumerate(singles):
+        assert torch.allclose(first[r], a, atol=1e-10) and torch.allclose(then[r], b, atol=1e-10)
