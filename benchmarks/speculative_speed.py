@@ -270,13 +270,14 @@ def main() -> None:
     ap.add_argument("--lookup", type=int, default=10, help="transformers' prompt_lookup_num_tokens")
     ap.add_argument("--no-transformers", action="store_true")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="our engine's")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     opts = ap.parse_args()
     torch.set_num_threads(opts.threads)
     print(f"threads {opts.threads}, load average {os.getloadavg()} before", file=sys.stderr)
 
     path = resolve(None)
-    engine = Engine.load(path, max_context=2048)
+    engine = Engine.load(path, dtype=opts.dtype, max_context=2048)
     methods: dict[str, Runner] = {"plain": ours(engine, None), "ngram": ours(engine, "ngram", opts.k)}
     if opts.draft:
         methods[f"draft:{opts.draft.name}"] = ours(engine, f"draft:{opts.draft}", opts.k)

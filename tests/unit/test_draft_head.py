@@ -193,3 +193,18 @@ def test_left_padded_batch_gives_each_row_its_own_logits() -> None:
         then = target(torch.tensor([[6], [6]]), torch.tensor([5]), pad=pad)[:, -1]
     for r, (a, b) in enumerate(singles):
         assert torch.allclose(first[r], a, atol=1e-10) and torch.allclose(then[r], b, atol=1e-10)
+
+
+def test_a_head_loaded_for_a_bfloat16_target_drafts_in_bfloat16_and_samples_float32(tmp_path: Path) -> None:
+    head = micro_head()
+    save_head(head, tmp_path / "h")
+    loaded = load_head(tmp_path / "h", head.embed.to(torch.bfloat16))
+    assert loaded.out_embed.dtype == torch.bfloat16
+    target, _ = micro_pair()
+    drafter = _Capture(loaded, threshold=0.0)
+    gen = torch.Generator().manual_seed(0)
+    list(speculative_decode(target, drafter, [1, 5, 2], SamplingParams(temperature=1.0), max_new_tokens=8,
+                            k_max=3, generator=gen))  # fmt: skip
+    made = [(t, q) for t, q in drafter.drafts if t]
+    assert made and all(q is not None and q.dtype == torch.float32 for _, q in made)
+    assert all(torch.allclose(q.sum(-1), torch.ones(len(t))) for t, q in made)  # type: ignore[union-attr]

@@ -152,9 +152,12 @@ def load_head(folder: Path, embed: Tensor) -> DSparkHead:
             f"the target has {embed.shape[0]} x {embed.shape[1]}"
         )
     tensors = load_file(str(folder / WEIGHTS))
-    head = DSparkHead(config, embed.float(), tensors["vocab"])
-    head.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in tensors.items()})
-    return head.eval()
+    # The head computes in the target's dtype and shares its embedding (bfloat16 halves the weights a
+    # draft reads); the distributions it samples from are made float32 before sampling.
+    dtype = embed.dtype if embed.dtype in (torch.float32, torch.bfloat16) else torch.float32
+    head = DSparkHead(config, embed.to(dtype), tensors["vocab"])
+    head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()})
+    return head.to(dtype).eval()
 
 
 class HeadDrafter:
@@ -166,14 +169,14 @@ class HeadDrafter:
 
     def __init__(self, head: DSparkHead, threshold: float) -> None:
         self.head, self.threshold = head, threshold
-        self.window = torch.zeros(0, head.config.dim)
+        self.window = torch.zeros(0, head.config.dim, dtype=head.out_embed.dtype)
         self.confidences: list[float] = []  # conf_k of the last draft's positions
         # (conf_k, accepted) for every drafted position that verification reached: the confidence
         # head's calibration as served (benchmarks read it; bounded, it keeps the latest only)
         self.outcomes: deque[tuple[float, bool]] = deque(maxlen=100_000)
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
-        self.window = torch.zeros(0, self.head.config.dim)
+        self.window = torch.zeros(0, self.head.config.dim, dtype=self.head.out_embed.dtype)
 
     def propose(
         self,
@@ -183,15 +186,15 @@ class HeadDrafter:
         generator: torch.Generator | None,
         hidden: Tensor | None,
     ) -> Draft:
-        w = self.head.config.window
+        w, dtype = self.head.config.window, self.head.out_embed.dtype
         if hidden is not None:
-            self.window = torch.cat([self.window, hidden.float()])[-w:]
+            self.window = torch.cat([self.window, hidden.to(dtype)])[-w:]
         n = min(len(self.window), len(context) - 1, w)
         if k <= 0 or n == 0:
             return Draft([], None)
         head, vocab = self.head, self.head.vocab
         with torch.inference_mode():
-            hid = torch.zeros(1, w, head.config.dim)
+            hid = torch.zeros(1, w, head.config.dim, dtype=dtype)
             hid[0, w - n :] = self.window[-n:]
             toks = torch.zeros(1, w, dtype=torch.long)
             toks[0, w - n :] = torch.tensor(context[-n:])
@@ -209,7 +212,8 @@ class HeadDrafter:
                 if survive < self.threshold:  # decided before x_i is drawn
                     break
                 self.confidences.append(conf)
-                q = warp(base[i] + head.markov(prev_t), params.temperature, params.top_k, params.top_p)
+                logits = (base[i] + head.markov(prev_t)).float()
+                q = warp(logits, params.temperature, params.top_k, params.top_p)  # exactly what is sampled
                 j = int(q.argmax()) if params.greedy else sample(q, generator)
                 prev = int(vocab[j])
                 tokens.append(prev)
