@@ -3,6 +3,7 @@ and the training data's indexing. The trained head on the real model: tests/inte
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,10 @@ def test_saved_head_loads_identically_and_checks_its_checksum(tmp_path: Path) ->
     with pytest.raises(CheckpointError, match="embedding"):
         save_head(head, tmp_path / "g")
         load_head(tmp_path / "g", torch.zeros(9, MICRO.dim))
+    meta = json.loads((tmp_path / "g" / "head.json").read_text())
+    (tmp_path / "g" / "head.json").write_text(json.dumps({**meta, "layers": 3}))
+    with pytest.raises(CheckpointError, match="not a head's config"):
+        load_head(tmp_path / "g", head.embed)
 
 
 def _sequence(prompt_len: int, answer: list[int], dim: int) -> Sequence:

@@ -145,7 +145,10 @@ def load_head(folder: Path, embed: Tensor) -> DSparkHead:
     digest = meta.pop("sha256", None)
     if digest != hashlib.sha256(data).hexdigest():
         raise CheckpointError(f"draft head {folder}: {WEIGHTS} does not match the sha256 in {CONFIG}")
-    config = HeadConfig(**meta)
+    try:
+        config = HeadConfig(**meta)
+    except TypeError as exc:
+        raise CheckpointError(f"draft head {folder}: {CONFIG} is not a head's config ({exc})") from exc
     if (config.vocab_size, config.dim) != tuple(embed.shape):
         raise CheckpointError(
             f"draft head {folder}: made for a {config.vocab_size} x {config.dim} embedding, "
