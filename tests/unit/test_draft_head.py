@@ -167,6 +167,7 @@ def test_anchors_line_up_windows_targets_and_target_distributions() -> None:
     # the last anchor of the second sequence has one target left: the rest are masked
     assert b["valid"][-1].tolist() == [True, False, False]
     assert b["target"][-1, 0] == to_draft[2]
+    assert (b["top_ids"][:, :, 0] == b["target"])[b["valid"]].all()  # up to each answer's last token
     parts = losses(head, b)
     assert parts["tv"].shape == (6, 3) and bool(((parts["tv"] >= 0) & (parts["tv"] <= 1)).all())
     report = evaluate(head, data)

@@ -1,7 +1,7 @@
 """``lossless draft train``: self-distil a DSpark-style head from the target's own answers, on the CPU.
 
     collect   the target answers every bundled prompt twice (greedy, and sampled at temperature 1)
-    vocab     the draft vocabulary: the target's most frequent answer tokens (+ its end tokens)
+    vocab     the draft vocabulary: the target's most likely output tokens (+ its end tokens)
     train     anchors = every answer position; loss per drafted position k, weighted decay^(k-1):
                   0.1 CE(actual next token) + 0.9 TV(p_k, q_k) + BCE(conf_k, 1 - TV(p_k, q_k))
               (p_k: the target at temperature 1, kept sparse as its top tokens; TV is bounded above
@@ -197,8 +197,7 @@ class Anchors:
         at = r[:, 1:2] + torch.arange(1, k + 1)  # [B, K] token positions n+1 .. n+K
         valid = at <= r[:, 3:4]
         at = torch.minimum(at, r[:, 3:4])
-        top = r[:, 2:3] - 1 + torch.arange(1, k + 1)  # p rows for positions n .. n+K-1
-        top = torch.minimum(top, r[:, 2:3] - 1 + (r[:, 3:4] - r[:, 1:2]) - 1)
+        top = r[:, 2:3] + (at - r[:, 1:2]) - 1  # p rows for positions at-1: n .. n+K-1
         return {
             "hidden": hidden,
             "tokens": tokens,
