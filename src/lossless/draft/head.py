@@ -172,7 +172,8 @@ class HeadDrafter:
 
     def __init__(self, head: DSparkHead, threshold: float) -> None:
         self.head, self.threshold = head, threshold
-        self.window = torch.zeros(0, head.config.dim, dtype=head.out_embed.dtype)
+        self.window: Tensor  # the target's last W hidden states, in the head's dtype
+        self.begin(())
         self.confidences: list[float] = []  # conf_k of the last draft's positions
         # (conf_k, accepted) for every drafted position that verification reached: the confidence
         # head's calibration as served (benchmarks read it; bounded, it keeps the latest only)
