@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 sys.path[:0] = [
@@ -32,13 +33,6 @@ from lossless.engine.engine import Engine  # noqa: E402
 from lossless.server.launch import start_embedded  # noqa: E402
 from lossless.verify.stage import BUDGETS, VerifyConfig, verify  # noqa: E402
 
-
-def _drafted(cls: type[le.Speculative], p: Path, draft: Engine) -> Engine:
-    engine = cls.load(p)
-    engine.draft_model = draft
-    return engine
-
-
 # name -> (build, lossy). The no-residual bug moves mass only where a draft is rejected, so how much it
 # shows depends on the drafter: on the talkative checkpoint n-grams draft ~5% of positions (the text
 # does not repeat itself), a 4-bit copy of the target is accepted ~50% (a realistic draft: ~0.12 total
@@ -46,7 +40,7 @@ def _drafted(cls: type[le.Speculative], p: Path, draft: Engine) -> Engine:
 CANDIDATES: dict[str, tuple[Callable[[Path], Engine], bool]] = {
     "speculative ngram (lossless)": (lambda p: le.Speculative.load(p), False),
     "speculative 4-bit draft (lossless)": (
-        lambda p: _drafted(le.Speculative, p, le.quantize_4bit(Engine.load(p))),
+        lambda p: le.drafted(le.Speculative, p, le.quantize_4bit(Engine.load(p))),
         False,
     ),
     "temperature 0.8 for 1.0": (lambda p: le.ServedTemperature.load(p), True),
@@ -55,11 +49,11 @@ CANDIDATES: dict[str, tuple[Callable[[Path], Engine], bool]] = {
     "weights perturbed 5%": (lambda p: le.perturb(Engine.load(p), 0.05), True),
     "speculative ngram, no residual": (lambda p: le.SkipResidual.load(p), True),
     "speculative 4-bit draft, no residual": (
-        lambda p: _drafted(le.SkipResidual, p, le.quantize_4bit(Engine.load(p))),
+        lambda p: le.drafted(le.SkipResidual, p, le.quantize_4bit(Engine.load(p))),
         True,
     ),
     "speculative unrelated draft, no residual": (
-        lambda p: _drafted(le.SkipResidual, p, le.perturb(Engine.load(p), 1.0, seed=1)),
+        lambda p: le.drafted(le.SkipResidual, p, le.perturb(Engine.load(p), 1.0, seed=1)),
         True,
     ),
 }
@@ -70,29 +64,37 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--only", default=None)
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=None, help="override the budget's repeats")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     ckpt = le.talkative_checkpoint(write_tiny_checkpoint(folder / "tiny"), folder / "talkative")
     out = {}
+    budget = BUDGETS["default"]
+    if args.repeats is not None:
+        budget = replace(budget, repeats=args.repeats)
     with start_embedded(ServeConfig(), loaded=le.loaded(Engine.load(ckpt))) as base:
         for name, (build, lossy) in CANDIDATES.items():
             if args.only and args.only not in name:
                 continue
             verdicts: Counter[str] = Counter()
             evidence: Counter[str] = Counter()  # which tests "different" rested on
+            contexts_p: list[float] = []  # the contexts test's raw p-value, seed by seed
             start = time.perf_counter()
             with start_embedded(ServeConfig(), loaded=le.loaded(build(ckpt))) as url:
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    config = VerifyConfig(None, BUDGETS["default"], seed=seed)
+                    config = VerifyConfig(None, budget, seed=seed)
                     result = asyncio.run(
                         verify(Endpoint("b", base, "tiny"), Endpoint("c", url, "tiny"), config)
                     )
                     verdicts[result.verdict] += 1
+                    ctx = {t.name: t for t in result.ab}.get("contexts")
+                    if ctx is not None:
+                        contexts_p.append(round(ctx.p_value, 4))
                     if result.verdict == "different":
                         evidence.update(r.split(":")[0].split(" ")[0] for r in result.decision.reasons)
             rate = verdicts["different"] / args.seeds
             out[name] = {"lossy": lossy, "verdicts": dict(verdicts), "different_rate": rate,
-                         "evidence": dict(evidence),
+                         "evidence": dict(evidence), "contexts_p": contexts_p,
                          "seconds_per_run": round((time.perf_counter() - start) / args.seeds, 2)}  # fmt: skip
             print(f"{name}: {dict(verdicts)} {dict(evidence)}", file=sys.stderr, flush=True)
     print(json.dumps(out, indent=2))

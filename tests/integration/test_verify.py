@@ -62,6 +62,10 @@ LOSSY: dict[str, Callable[[Path], Engine]] = {
     "hidden top_p 0.9": lambda p: le.HiddenTopP.load(p),
     "weights at 4 bits": lambda p: le.quantize_4bit(Engine.load(p)),
     "weights perturbed 5%": lambda p: le.perturb(Engine.load(p), 0.05),
+    # a draft model accepted about half the time, its rejections resampled from p instead of the residual
+    "speculative 4-bit draft, no residual": lambda p: le.drafted(
+        le.SkipResidual, p, le.quantize_4bit(Engine.load(p))
+    ),
 }
 
 
@@ -81,6 +85,45 @@ def test_sampling_alone_catches_a_lossy_sampler(baseline_url: str, talkative: Pa
     assert any(r.startswith(("mean_score", "rank", "tail")) for r in result.decision.reasons)
 
 
+def test_no_residual_is_caught_by_the_contexts_test(baseline_url: str, talkative: Path) -> None:
+    """Every token stays about as likely under the baseline; only repeated draws at one context show
+    that the draft's preferences leak into the output."""
+    result = run(
+        baseline_url, le.drafted(le.SkipResidual, talkative, le.quantize_4bit(Engine.load(talkative)))
+    )
+    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0  # the same weights
+    assert [r.split(":")[0] for r in result.decision.reasons] == ["contexts"]
+    found = {t.name: t for t in result.ab}["contexts"]
+    assert found.effect > 0 and found.n_y > BUDGETS["default"].repeats // 2
+
+
+def test_next_token_is_the_baselines_distribution_after_that_token(
+    baseline_url: str, talkative: Path
+) -> None:
+    """What the contexts test reads over HTTP is the engine's own distribution at that context."""
+    from lossless.probe.wire import Wire
+    from lossless.verify.collect import PROMPTS, Caller
+
+    engine = Engine.load(talkative)
+
+    def after(ids: list[int]) -> list[tuple[str, float]]:  # the engine's top 20 after ids
+        last = engine.score([*ids, 0], top_logprobs=20)[-1]
+        assert last is not None
+        return [(text, lp) for _, text, lp in last.top]
+
+    ids = engine.encode(PROMPTS[0])
+    first_id, first, _ = engine.score([*ids, 0], top_logprobs=1)[-1].top[0]  # type: ignore[union-attr]
+    assert engine.encode(PROMPTS[0] + first) == [*ids, first_id]  # the context survives tokenizing
+
+    async def ask() -> tuple[tuple[str, float], ...] | None:
+        async with Wire(Endpoint("baseline", baseline_url, "tiny")) as wire:
+            return await Caller(wire, "completions", asyncio.Semaphore(1)).next_token(PROMPTS[0], first)
+
+    got, want = asyncio.run(ask()), after([*ids, first_id])
+    assert got is not None and [t for t, _ in got] == [t for t, _ in want]
+    assert [v for _, v in got] == pytest.approx([v for _, v in want], abs=1e-4)
+
+
 def test_cli_gates_with_exit_codes_and_json(baseline_url: str, talkative: Path) -> None:
     with start_embedded(ServeConfig(), loaded=le.loaded(le.HiddenTopP.load(talkative))) as url:
         result = CliRunner().invoke(main, ["verify", baseline_url, url, "--model", "tiny", "--json"])
@@ -88,7 +131,7 @@ def test_cli_gates_with_exit_codes_and_json(baseline_url: str, talkative: Path) 
     doc = json.loads(result.stdout)
     assert doc["verdict"] == "different"
     names = {t["name"] for t in doc["tests"]}
-    assert names == {"mmd_hamming", "first_token", "lengths", "mean_score", "rank", "tail"}
+    assert names == {"mmd_hamming", "first_token", "lengths", "mean_score", "rank", "tail", "contexts"}
     assert "different" in result.stderr  # the table and verdict for people
 
 

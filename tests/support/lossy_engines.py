@@ -64,6 +64,14 @@ class SkipResidual(Speculative):
     accept = staticmethod(accept_without_residual)
 
 
+def drafted(cls: type[Speculative], path: Path, draft: Engine) -> Engine:
+    """``cls`` over the checkpoint at ``path``, drafting with ``draft`` instead of n-grams."""
+    engine = cls.load(path)
+    assert isinstance(engine, Speculative)
+    engine.draft_model = draft
+    return engine
+
+
 class ServedTemperature(Engine):
     """Serves temperature x ``factor`` for the temperature asked (0.8 for 1.0)."""
 

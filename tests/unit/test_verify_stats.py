@@ -11,11 +11,14 @@ from lossless.verify.stats import (
     TAIL,
     Finding,
     Sample,
+    _pair_sum,
     compare,
+    contexts,
     hamming_kernel,
     holm,
     paired_accuracy,
     pooled_sd,
+    repeated,
     score_se,
     token_rank,
 )
@@ -168,3 +171,92 @@ def test_an_effect_within_the_baselines_own_noise_is_not_a_difference() -> None:
     ab = [_t("mean_score", 0.001, 0.7)]
     d = decide(noisy_aa, ab, Criteria(), detectable=0.3, sample_sd=1.0, tasks=None, agreement=None)
     assert d.verdict == "equivalent"
+
+
+# contexts: a two-token world. The first token is the prefill's (always the baseline's); the second
+# is drawn either from the baseline's p or from a skewed P, as a speculative decoder without the
+# residual draws it (mass moved between two tokens the baseline rates alike).
+FIRST = {"a": 0.7, "b": 0.3}
+SECOND = {"a": {"x": 0.4, "y": 0.4, "z": 0.2}, "b": {"x": 0.5, "w": 0.5}}
+SKEWED = {"a": {"x": 0.55, "y": 0.25, "z": 0.2}, "b": {"x": 0.65, "w": 0.35}}
+
+
+def _alts(dist: dict[str, float], listed: int = 2) -> tuple[tuple[str, float], ...]:
+    """The baseline lists its ``listed`` likeliest tokens; the rest is one category."""
+    return tuple((t, float(np.log(v))) for t, v in sorted(dist.items(), key=lambda kv: -kv[1])[:listed])
+
+
+KNOWN = {(j, first): _alts(SECOND[first]) for j in range(4) for first in FIRST}
+
+
+def _draws(rng: np.random.Generator, second: dict[str, dict[str, float]], n: int) -> list[list[Sample]]:
+    groups = []
+    for _ in range(4):  # prompts
+        group = []
+        for _ in range(n):
+            t1 = str(rng.choice(list(FIRST), p=list(FIRST.values())))
+            t2 = str(rng.choice(list(second[t1]), p=list(second[t1].values())))
+            group.append(Sample((t1, t2, "."), 3))
+        groups.append(group)
+    return groups
+
+
+def test_contexts_is_calibrated_when_draws_follow_the_baseline() -> None:
+    rejections = 0
+    for seed in range(60):
+        groups = _draws(np.random.default_rng(seed), SECOND, 12)
+        assert repeated(groups) <= set(KNOWN)
+        found = contexts(groups, KNOWN, n_null=199, seed=seed, level=0.05)
+        assert found is not None and found.name == "contexts" and 40 < found.n_y <= 48
+        rejections += found.p_value < 0.05
+    assert rejections <= 6  # nominal 3 of 60
+
+
+def test_contexts_sees_mass_moved_between_equally_likely_tokens() -> None:
+    found = contexts(_draws(np.random.default_rng(0), SKEWED, 100), KNOWN, n_null=499, seed=0, level=0.01)
+    assert found is not None and found.p_value < 0.01
+    assert found.effect == pytest.approx(0.045, abs=0.02)  # ||P - p||^2 = 0.045 after "a" and after "b"
+    same = contexts(_draws(np.random.default_rng(0), SECOND, 100), KNOWN, n_null=499, seed=0, level=0.01)
+    assert same is not None and same.p_value > 0.01 and abs(same.effect) < 0.01
+
+
+def test_contexts_counts_pairs_against_the_known_distribution_only() -> None:
+    draws = [[Sample(("a", "x"), 2), Sample(("a", "y"), 2), Sample(("a", "x"), 2), Sample(("b", "w"), 2)]]
+    found = contexts(draws, {(0, "a"): _alts(SECOND["a"])}, n_null=19, seed=0, level=0.05)
+    assert found is not None and found.n_y == 3  # "b" was drawn once, and its distribution is unknown
+    # against p = (x 0.4, y 0.4, rest 0.2): <e_x - p, e_x - p> = 0.36 + 0.16 + 0.04 = 0.56 for the
+    # (x, x) pair in both orders; <e_x - p, e_y - p> = -0.24 - 0.24 + 0.04 = -0.44 for the four (x, y)
+    assert found.statistic == pytest.approx(2 * 0.56 + 4 * -0.44)
+    assert contexts(draws, {}, n_null=19, seed=0, level=0.05) is None
+
+
+def test_strings_several_tokens_share_join_the_rest() -> None:
+    """'\ufffd' (a split character's bytes) names many tokens; the baseline lists one of them, so a
+    draw shown so cannot be matched to it: both go to the rest category."""
+    after = {"x": 0.5, "\ufffd": 0.3, "y": 0.2}
+    draws = [[Sample(("a", "\ufffd"), 2)] * 2]
+    found = contexts(draws, {(0, "a"): _alts(after, listed=3)}, n_null=19, seed=0, level=0.05)
+    # p = (x 0.5, y 0.2, rest 0.3); both draws in the rest: 2 x (0.25 + 0.04 + 0.49)
+    assert found is not None and found.statistic == pytest.approx(2 * (0.5**2 + 0.2**2 + 0.7**2))
+
+
+def test_pair_sum_is_the_sum_over_pairs() -> None:
+    rng = np.random.default_rng(2)
+    p = np.array([0.5, 0.3, 0.2])
+    draws = rng.choice(3, size=7, p=p)
+    e = np.eye(3)[draws] - p
+    brute = sum(float(e[i] @ e[k]) for i in range(7) for k in range(7) if i != k)
+    counts = np.bincount(draws, minlength=3).astype(np.float64)
+    assert _pair_sum(counts[None], 7, p)[0] == pytest.approx(brute)
+
+
+def test_contexts_needs_the_baseline_to_reject_itself_before_its_effect_is_a_bar() -> None:
+    """contexts' A/A is the baseline's few long draws against its own distribution: a noisy estimate
+    of its own departure, not the A/B comparison's noise. A bar only where it rejects."""
+    ab = [_t("contexts", 0.001, 0.015)]
+    noisy = decide([_t("contexts", 0.3, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None,
+                   agreement=None)  # fmt: skip
+    assert noisy.verdict == "different"
+    off = decide([_t("contexts", 0.001, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None,
+                 agreement=None)  # fmt: skip
+    assert off.verdict == "inconclusive"  # the baseline does not draw from what it reports

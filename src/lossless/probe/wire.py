@@ -80,7 +80,18 @@ class Wire:
 
     async def post(self, body: dict[str, Any], path: str = "/chat/completions") -> Reply:
         """One request; ``model`` and the endpoint's extra fields are added. A transport failure or a
-        time-out is an ``EndpointError`` naming the endpoint: nothing can be concluded without it."""
+        time-out is an ``EndpointError`` naming the endpoint: nothing can be concluded without it.
+
+        A connection that fails before any answer is tried once more: a server closes idle keep-alive
+        connections, and a request sent just as it does meets a reset (seen once in ~150 verify runs)."""
+        try:
+            return await self._post(body, path)
+        except EndpointError as exc:
+            if not isinstance(exc.__cause__, TransportError) or exc.__cause__.kind != "connection":
+                raise
+        return await self._post(body, path)
+
+    async def _post(self, body: dict[str, Any], path: str) -> Reply:
         full = {"model": self.endpoint.model, **self.endpoint.body, **body}
         data = json.dumps(full).encode()
         start = time.perf_counter()

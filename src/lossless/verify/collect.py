@@ -15,7 +15,7 @@ from itertools import repeat
 from typing import Any
 
 from lossless.probe.wire import Reply, Wire
-from lossless.verify.stats import TAIL, Sample, token_rank
+from lossless.verify.stats import TAIL, Alternatives, Sample, token_rank
 
 # Openers that leave many continuations open (the distribution, not one answer, is what is compared).
 PROMPTS = (
@@ -106,6 +106,29 @@ class Caller:
                 self.scoring = tried + 1 if tried + 1 < len(SCORING) else None
         self.notes.append(f"{self.wire.endpoint.name}: cannot score text (echo + logprobs)")
         return None
+
+    async def next_token(self, prefix: str, first: str = "") -> Alternatives | None:
+        """The endpoint's distribution after ``prefix`` (+ ``first``, one token): its likeliest tokens
+        and their log-probabilities, or None when it cannot say, or when ``prefix + first`` does not end
+        in exactly that token once tokenized again (the distribution would be another context's)."""
+        if self.scoring is None or not (top := SCORING[self.scoring][1]):
+            return None
+        body = {"prompt": prefix + first, "echo": True, "logprobs": top, "max_tokens": 1, "temperature": 1.0}
+        reply = await self.post(body, "/completions")
+        lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
+        if not isinstance(lp, dict):
+            return None
+        tokens, offsets, tops = lp.get("tokens"), lp.get("text_offset"), lp.get("top_logprobs")
+        if (
+            not (isinstance(tokens, list) and isinstance(offsets, list) and isinstance(tops, list))
+            or not tops
+        ):
+            return None
+        # the echoed prompt, then the one generated token: the last echoed one must be ``first``
+        if first and (len(tokens) < 2 or tokens[-2] != first or offsets[-2] != len(prefix)):
+            return None
+        alts = tops[-1]
+        return tuple((str(t), float(v)) for t, v in alts.items()) if isinstance(alts, dict) else None
 
 
 # What scoring asks, in order, until an endpoint takes it: ours and vLLM's take max_tokens 0 and 20

@@ -5,6 +5,9 @@
    effect also exceeds what the baseline shows against itself (A/A: two sets of its own samples) on
    that test, and ``aa_margin`` times that when the A/A test itself rejects. Log-probabilities of the
    same text disagreeing by more than the tolerance (when both endpoints score) -> different.
+   The contexts test is the exception: it tests each side against the baseline's own distribution,
+   so its A/A effect is the baseline's own departure from it, not the noise of the A/B comparison (the
+   A/A draws are fewer, and their estimate noisier); it sets a bar only when the A/A test rejects.
    Apart from that deterministic check, "different" rests on a Holm rejection, so a candidate that
    serves the baseline's distribution is flagged at most ``alpha`` of the time, whatever the A/A
    tests say.
@@ -30,6 +33,7 @@ from lossless.verify.stats import Finding, Paired, holm
 
 Verdict = Literal["equivalent", "different", "inconclusive"]
 AGREE_FLOOR = 10.0  # agreement must exceed this many times the baseline's own scoring noise
+ONE_SAMPLE = frozenset({"contexts"})  # tests of each side against the baseline's own distribution
 
 
 @dataclass(frozen=True)
@@ -114,11 +118,11 @@ def _differences(
     criteria: Criteria,
     unstable: dict[str, float],
 ) -> list[str]:
-    noise = {t.name: abs(t.effect) for t in aa}
+    noise = {t.name: max(0.0, t.effect) if t.name in ONE_SAMPLE else abs(t.effect) for t in aa}
     found = []
     for t, p in zip(ab, adjusted, strict=False):
         drift = noise.get(t.name, 0.0)
-        bar = criteria.aa_margin * drift if t.name in unstable else drift
+        bar = criteria.aa_margin * drift if t.name in unstable else 0.0 if t.name in ONE_SAMPLE else drift
         if p < criteria.alpha and abs(t.effect) > bar:
             flag = ", baseline unstable on it" if t.name in unstable else ""
             found.append(f"{t.name}: effect {t.effect:+.3g} (A/A {drift:.3g}{flag}), Holm p={p:.3g}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -21,18 +22,22 @@ from lossless.verify.collect import Caller, Drawn
 from lossless.verify.decide import Agreement, Criteria, Decision, decide
 from lossless.verify.stats import (
     EFFECTS,
+    Alternatives,
+    Context,
     Finding,
     Paired,
     Sample,
     compare,
+    contexts,
     detectable,
     paired_accuracy,
     pooled_sd,
+    repeated,
     score_se,
 )
 
 EXIT_CODES = {"equivalent": 0, "different": 1, "inconclusive": 3}
-SEED_STRIDE = 1_000_000  # seeds of the three sample sets never overlap
+SEED_STRIDE = 1_000_000  # seeds of the four sample sets never overlap
 # Texts per prompt scored by both endpoints: different weights or kernels shift every text's score,
 # so a few show it as well as all of them.
 AGREEMENT_SAMPLES = 3
@@ -44,15 +49,22 @@ class Budget:
     samples: int  # completions per prompt and set (three sets: A, A', candidate)
     max_tokens: int  # per completion
     tasks: int  # bundled tasks, greedy, on both endpoints
+    # Short completions, candidate only, for the contexts test: many draws at the same few contexts
+    # (the baseline's distribution there is asked for, so it needs none), split over the ``focus``
+    # prompts whose first token the baseline is surest of, so that they share their first token.
+    repeats: int = 0
+    focus: int = 1
+    repeat_tokens: int = 3  # the first token comes from the prefill; speculation acts from the second
     permutations: int = 2000  # permutation-null draws per comparison
 
 
 BUDGETS = {
-    "small": Budget(4, 6, 16, 12),
+    "small": Budget(4, 6, 16, 12, repeats=48),
     # Against the embedded SmolLM2 on 2 cores it must finish within 5 minutes; 16 tokens rather than 20
-    # cost the tiny-model power benchmark nothing (benchmarks/verify_power.py).
-    "default": Budget(8, 10, 16, 24),
-    "large": Budget(16, 16, 32, 24),
+    # cost the tiny-model power benchmark nothing (benchmarks/verify_power.py). The 192 repeats (three
+    # tokens each) cost about 40 s there.
+    "default": Budget(8, 10, 16, 24, repeats=192),
+    "large": Budget(16, 16, 32, 24, repeats=384, focus=2),
 }
 
 
@@ -69,7 +81,7 @@ def parse_budget(text: str) -> Budget:
         raise UsageError(
             f"--budget: 2 or more samples and at most {len(collect.PROMPTS)} prompts, got {text!r}"
         )
-    return Budget(prompts, samples, tokens, BUDGETS["default"].tasks)
+    return replace(BUDGETS["default"], prompts=prompts, samples=samples, max_tokens=tokens)
 
 
 @dataclass(frozen=True)
@@ -133,25 +145,63 @@ class VerifyResult:
 
 async def verify(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) -> VerifyResult:
     b, t = config.budget, collect.load_tasks()[: config.budget.tasks]
-    prompts = collect.PROMPTS[: b.prompts]
+    every = collect.PROMPTS
+    prompts = every[: b.prompts]
     gate = asyncio.Semaphore(config.concurrency)
     async with Wire(baseline) as wb, Wire(candidate) as wc:
         base, cand = Caller(wb, config.api, gate), Caller(wc, config.api, gate)
-        s0 = config.seed * 3 * SEED_STRIDE
-        a1, a2, c1 = await asyncio.gather(
+        focus = await _focus(base, b.focus) if b.repeats and config.api == "completions" else ()
+        s0 = config.seed * 4 * SEED_STRIDE
+        a1, a2, c1, c2 = await asyncio.gather(
             collect.draw(base, prompts, b.samples, b.max_tokens, s0),
             collect.draw(base, prompts, b.samples, b.max_tokens, s0 + SEED_STRIDE),
             collect.draw(cand, prompts, b.samples, b.max_tokens, s0 + 2 * SEED_STRIDE),
-        )
+            collect.draw(
+                cand, tuple(every[j] for j in focus), b.repeats // max(1, len(focus)), b.repeat_tokens,
+                s0 + 3 * SEED_STRIDE,
+            ),
+        )  # fmt: skip
         x1, x2, y = [await collect.scored(base, prompts, s) for s in (a1, a2, c1)]
+        # every prompt's draws under its index in PROMPTS: the long sets', then the repeats'
+        y2: list[list[Sample]] = [[] for _ in every]
+        for j, group in zip(focus, c2, strict=True):
+            y2[j] = [d.sample for d in group]
+        # the baseline's distributions are read through the completions API: chat draws are another context
+        known = await _contexts_known(base, every, (x1, x2, y, y2)) if config.api == "completions" else {}
         agreement = await _agreement(base, cand, prompts, a1, x1)
         g1, g2, gc = await asyncio.gather(
             *(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand))
         )
         tb, tc = await asyncio.gather(collect.solve(base, t), collect.solve(cand, t))
     return _judge(
-        baseline, candidate, config, (x1, x2, y), (g1, g2, gc), (tb, tc), agreement, base.notes + cand.notes
-    )
+        baseline, candidate, config, (x1, x2, y, y2), known, (g1, g2, gc), (tb, tc), agreement,
+        base.notes + cand.notes,
+    )  # fmt: skip
+
+
+async def _focus(base: Caller, k: int) -> tuple[int, ...]:
+    """The ``k`` prompts whose first token the baseline is surest of (the largest chance that two
+    draws share it), so that the repeats meet at the fewest contexts; of those, only prompts whose
+    likeliest first token survives tokenizing the prompt and it again (after a prompt ending in a
+    newline, a newline merges into one token), so that the distribution after it can be asked for."""
+    every = collect.PROMPTS
+    dists = await asyncio.gather(*(base.next_token(p) for p in every))
+    share = {j: sum(math.exp(2 * v) for _, v in d) for j, d in enumerate(dists) if d}
+    chosen: list[int] = []
+    for j in sorted(share, key=lambda j: -share[j]):
+        likeliest = max(dists[j] or (), key=lambda tv: tv[1])[0]
+        if len(chosen) < k and await base.next_token(every[j], likeliest):
+            chosen.append(j)
+    return tuple(sorted(chosen))
+
+
+async def _contexts_known(
+    base: Caller, prompts: tuple[str, ...], sets: tuple[list[list[Sample]], ...]
+) -> dict[Context, Alternatives]:
+    """The baseline's distribution of the second token at every context a set drew twice or more."""
+    wanted = sorted(set().union(*(repeated(s) for s in sets)))
+    got = await asyncio.gather(*(base.next_token(prompts[j], first) for j, first in wanted))
+    return {c: alts for c, alts in zip(wanted, got, strict=True) if alts}
 
 
 async def _agreement(
@@ -184,18 +234,29 @@ def _judge(
     candidate: Endpoint,
     config: VerifyConfig,
     sets: tuple[list[list[Sample]], ...],
+    known: dict[Context, Alternatives],
     greedy: tuple[list[tuple[str, ...]], ...],
     tasks: tuple[list[bool], list[bool]],
     agreement: Agreement | None,
     notes: list[str],
 ) -> VerifyResult:
-    x1, x2, y = sets
+    x1, x2, y, y2 = sets
     pooled = [a + b for a, b in zip(x1, x2, strict=True)]
     b, c = config.budget, config.criteria
     kw = {"n_perm": b.permutations, "length": b.max_tokens}
     # thresholds at Holm's strictest level: the level of the smallest p-value of each family
     aa = compare(x1, x2, seed=config.seed, level=c.alpha / len(EFFECTS), **kw)
     ab = compare(pooled, y, seed=config.seed + 1, level=c.alpha / (len(EFFECTS) + 1), **kw)
+    # contexts: each side's own draws against the baseline's distribution; A/A from its two sets
+    aa_ctx = contexts(
+        pooled, known, n_null=b.permutations, seed=config.seed + 2, level=c.alpha / len(EFFECTS)
+    )
+    ab_ctx = contexts(
+        [*(u + v for u, v in zip(y, y2, strict=False)), *y2[len(y) :]], known,
+        n_null=b.permutations, seed=config.seed + 3, level=c.alpha / (len(EFFECTS) + 1),
+    )  # fmt: skip
+    if aa_ctx is not None and ab_ctx is not None:
+        aa, ab = [*aa, aa_ctx], [*ab, ab_ctx]
     se = score_se(pooled, y)
     mde = None if se is None else detectable(se, c.alpha / (len(ab) + 1))
     paired = paired_accuracy(tasks[0], tasks[1], c.margin) if tasks[0] else None

@@ -11,6 +11,8 @@ group labels *within* each prompt. One set of permutations serves every statisti
     rank           difference of the mean rank position (mid-PIT) of the tokens in the baseline's
                    distribution: where, from its likeliest token (0) to its least likely (1), they fall
     tail           difference of the share of tokens drawn from the baseline's least likely 10%
+    contexts       one group's second tokens at contexts it drew more than once (a prompt and the same
+                   first token) against the baseline's own distribution there
 
 The last three score both groups' texts under the baseline. A lossy sampler (temperature, hidden top-p)
 or weights moves its tokens along the baseline's own ranking; rank and tail are bounded per token, so
@@ -18,11 +20,20 @@ a few very unlikely tokens (re-tokenized fragments, -10 nats) do not drown the s
 the mean log-probability. A token drawn from the baseline has an expected rank of exactly 1/2, yet the
 candidate is compared with the baseline's own samples, not with 1/2: re-tokenizing sampled text and
 scoring it in one forward pass move both groups alike, and only the comparison is immune to that.
+
+``contexts`` is the one test that sees a change which keeps every token as likely as before and only
+moves mass between tokens the baseline rates about alike: a speculative decoder that skips the
+residual distribution favours whatever its draft favours, from the second token on (the first is
+the prefill's, and first_token's to test). One draw per context cannot show that; several draws at one
+context can, against the baseline's distribution there (its top alternatives and the rest as one
+category). Per context with n draws x_i and the baseline's p, the sum over pairs i != k of
+<e(x_i) - p, e(x_k) - p> has mean n(n-1) ||P - p||^2 (P: the group's own distribution there), 0 when
+the group draws from p. Its null comes from drawing each context's counts from p again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +43,10 @@ from scipy import stats
 Floats = NDArray[np.float64]
 PAD = "\x00<end>"  # what a finished sequence shows at later positions: two ended samples agree there
 TAIL = 0.9  # a token whose mid-PIT is at least this came from the baseline's least likely 10%
+Alternatives = tuple[
+    tuple[str, float], ...
+]  # an endpoint's likeliest next tokens and their log-probabilities
+Context = tuple[int, str]  # a prompt (its index) and a first token drawn after it
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,7 @@ EFFECTS = {
     "mean_score": "Y - X mean baseline log-prob, nats/token",
     "rank": "Y - X mean rank in the baseline's distribution (0 likeliest, 1 least likely)",
     "tail": f"Y - X share of tokens from the baseline's least likely {1 - TAIL:.0%}",
+    "contexts": "squared L2 distance to the baseline's next-token distribution at repeated contexts",
 }
 TEACHER_FORCED = {"mean_score": "score", "rank": "rank", "tail": "tail"}  # test -> Sample field
 
@@ -208,6 +224,73 @@ def compare(
         if f in forced
     ]
     return out
+
+
+def repeated(groups: Sequence[Sequence[Sample]]) -> set[Context]:
+    """The contexts (prompt, first token) at which a group drew a second token more than once."""
+    seen: dict[Context, int] = {}
+    for j, group in enumerate(groups):
+        for s in group:
+            if len(s.units) >= 2:
+                seen[(j, s.units[0])] = seen.get((j, s.units[0]), 0) + 1
+    return {c for c, n in seen.items() if n >= 2}
+
+
+def contexts(
+    groups: Sequence[Sequence[Sample]],
+    known: Mapping[Context, Alternatives],
+    *,
+    n_null: int,
+    seed: int,
+    level: float,
+) -> Finding | None:
+    """groups[j]: one group's samples of prompt j; known: the baseline's distribution of the second
+    token at each context (prompt, first token), asked for apart -> the ``contexts`` test (statistic:
+    the sum over pairs; effect: per pair, an unbiased estimate of the pair-weighted ||P - p||^2). None
+    when no context was drawn twice with its distribution known.
+
+    Only the second token is tested: which contexts exist then depends on the first tokens alone, which
+    the statistic leaves out, so that drawing each context's counts from p again is its exact null.
+    (With deeper positions, two samples share a context only because they agreed before it, which the
+    statistic has already counted.)"""
+    drawn: dict[Context, list[str]] = {}
+    for j, group in enumerate(groups):
+        for s in group:
+            if len(s.units) >= 2:
+                drawn.setdefault((j, s.units[0]), []).append(s.units[1])
+    rng = np.random.default_rng(seed)
+    observed, pairs, samples, null = 0.0, 0, 0, np.zeros(n_null)
+    for key, tokens in sorted(drawn.items()):
+        n = len(tokens)
+        if n < 2 or not known.get(key):
+            continue
+        listed = [(t, v) for t, v in known[key] if not _ambiguous(t)]
+        index = {t: i for i, (t, _) in enumerate(listed)}
+        p = np.exp(np.array([v for _, v in listed], dtype=np.float64))
+        p = np.append(p, max(0.0, 1.0 - p.sum()))  # the rest: every token not listed
+        p /= p.sum()
+        counts = np.bincount([index.get(t, len(listed)) for t in tokens], minlength=len(p)).astype(np.float64)
+        observed += _pair_sum(counts[None], n, p)[0]
+        null += _pair_sum(rng.multinomial(n, p, size=n_null).astype(np.float64), n, p)
+        pairs, samples = pairs + n * (n - 1), samples + n
+    if not pairs:
+        return None
+    return Finding("contexts", observed, _p_value(observed, null), observed / pairs, 0, samples,
+                   _threshold(null, level))  # fmt: skip
+
+
+def _ambiguous(token: str) -> bool:
+    """A string that several tokens show as (bytes of a split character, specials): the baseline's
+    alternatives list one of them, a draw may be any; such draws and alternatives join the rest."""
+    return not token or "\ufffd" in token
+
+
+def _pair_sum(counts: Floats, n: int, p: Floats) -> Floats:
+    """counts [B, C] of n draws over categories with probabilities p [C] -> sum over pairs i != k of
+    <e_i - p, e_k - p> = ||counts - n p||^2 - sum_i ||e_i - p||^2, per row."""
+    return np.asarray(
+        ((counts - n * p) ** 2).sum(-1) - (n - 2 * counts @ p + n * float(p @ p)), dtype=np.float64
+    )
 
 
 def _value(sample: Sample, field: str) -> float | None:
