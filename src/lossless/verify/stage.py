@@ -167,7 +167,8 @@ async def verify(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
         for j, group in zip(focus, c2, strict=True):
             y2[j] = [d.sample for d in group]
         # the baseline's distributions are read through the completions API: chat draws are another context
-        known = await _contexts_known(base, every, (x1, x2, y, y2)) if config.api == "completions" else {}
+        tested = ([a + b for a, b in zip(x1, x2, strict=True)], _with_repeats(y, y2))
+        known = await _contexts_known(base, every, tested) if config.api == "completions" else {}
         agreement = await _agreement(base, cand, prompts, a1, x1)
         g1, g2, gc = await asyncio.gather(
             *(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand))
@@ -195,10 +196,15 @@ async def _focus(base: Caller, k: int) -> tuple[int, ...]:
     return tuple(sorted(chosen))
 
 
+def _with_repeats(y: list[list[Sample]], y2: list[list[Sample]]) -> list[list[Sample]]:
+    """The candidate's draws by prompt index: its long set's (the first prompts) and its repeats'."""
+    return [*(u + v for u, v in zip(y, y2, strict=False)), *y2[len(y) :]]
+
+
 async def _contexts_known(
     base: Caller, prompts: tuple[str, ...], sets: tuple[list[list[Sample]], ...]
 ) -> dict[Context, Alternatives]:
-    """The baseline's distribution of the second token at every context a set drew twice or more."""
+    """The baseline's distribution of the second token at every context a group drew twice or more."""
     wanted = sorted(set().union(*(repeated(s) for s in sets)))
     got = await asyncio.gather(*(base.next_token(prompts[j], first) for j, first in wanted))
     return {c: alts for c, alts in zip(wanted, got, strict=True) if alts}
@@ -252,7 +258,7 @@ def _judge(
         pooled, known, n_null=b.permutations, seed=config.seed + 2, level=c.alpha / len(EFFECTS)
     )
     ab_ctx = contexts(
-        [*(u + v for u, v in zip(y, y2, strict=False)), *y2[len(y) :]], known,
+        _with_repeats(y, y2), known,
         n_null=b.permutations, seed=config.seed + 3, level=c.alpha / (len(EFFECTS) + 1),
     )  # fmt: skip
     if aa_ctx is not None and ab_ctx is not None:
