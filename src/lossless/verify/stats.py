@@ -43,9 +43,8 @@ from scipy import stats
 Floats = NDArray[np.float64]
 PAD = "\x00<end>"  # what a finished sequence shows at later positions: two ended samples agree there
 TAIL = 0.9  # a token whose mid-PIT is at least this came from the baseline's least likely 10%
-Alternatives = tuple[
-    tuple[str, float], ...
-]  # an endpoint's likeliest next tokens and their log-probabilities
+# an endpoint's likeliest next tokens and their log-probabilities
+Alternatives = tuple[tuple[str, float], ...]
 Context = tuple[int, str]  # a prompt (its index) and a first token drawn after it
 
 
