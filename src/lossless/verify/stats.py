@@ -225,14 +225,19 @@ def compare(
     return out
 
 
-def repeated(groups: Sequence[Sequence[Sample]]) -> set[Context]:
-    """The contexts (prompt, first token) at which a group drew a second token more than once."""
-    seen: dict[Context, int] = {}
+def _second_tokens(groups: Sequence[Sequence[Sample]]) -> dict[Context, list[str]]:
+    """groups[j]: samples of prompt j -> the second tokens drawn at each context (prompt, first token)."""
+    drawn: dict[Context, list[str]] = {}
     for j, group in enumerate(groups):
         for s in group:
             if len(s.units) >= 2:
-                seen[(j, s.units[0])] = seen.get((j, s.units[0]), 0) + 1
-    return {c for c, n in seen.items() if n >= 2}
+                drawn.setdefault((j, s.units[0]), []).append(s.units[1])
+    return drawn
+
+
+def repeated(groups: Sequence[Sequence[Sample]]) -> set[Context]:
+    """The contexts (prompt, first token) at which a group drew a second token more than once."""
+    return {c for c, tokens in _second_tokens(groups).items() if len(tokens) >= 2}
 
 
 def contexts(
@@ -252,14 +257,9 @@ def contexts(
     the statistic leaves out, so that drawing each context's counts from p again is its exact null.
     (With deeper positions, two samples share a context only because they agreed before it, which the
     statistic has already counted.)"""
-    drawn: dict[Context, list[str]] = {}
-    for j, group in enumerate(groups):
-        for s in group:
-            if len(s.units) >= 2:
-                drawn.setdefault((j, s.units[0]), []).append(s.units[1])
     rng = np.random.default_rng(seed)
     observed, pairs, samples, null = 0.0, 0, 0, np.zeros(n_null)
-    for key, tokens in sorted(drawn.items()):
+    for key, tokens in sorted(_second_tokens(groups).items()):
         n = len(tokens)
         if n < 2 or not known.get(key):
             continue
