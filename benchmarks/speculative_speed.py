@@ -7,7 +7,9 @@ load falls on all of them alike:
     plain            our engine, one token per forward
     ngram            our engine, prompt-lookup n-gram drafts (lossless speculative decoding)
     draft:PATH       our engine, a small draft checkpoint (with --draft PATH)
-    dspark           our engine, the trained DSpark-style draft head (--dspark [DIR]: the shipped one)
+    dspark           our engine, the trained DSpark-style draft head (--dspark [DIR]: the shipped one),
+                     prompt lookup first where the text repeats, as `--speculative dspark` serves it
+    head alone       the same head without the prompt lookup
     hf plain         transformers' generate on the same GGUF
     hf lookup        transformers' assisted generation, prompt_lookup_num_tokens
 
@@ -37,6 +39,7 @@ from typing import Any
 import torch
 
 from lossless.draft.data import bundled_prompts
+from lossless.draft.head import HeadDrafter
 from lossless.engine.drafts import build_drafter, parse_drafter_spec
 from lossless.engine.engine import Engine
 from lossless.engine.generate import Accepted, generate_text, plain_tokens
@@ -118,9 +121,18 @@ class Result:
 Runner = Callable[[list[int], SamplingParams, Result], None]
 
 
-def ours(engine: Engine, spec: str | None, k: int | None = None, threshold: float | None = None) -> Runner:
-    """Our engine through the real generation loop; ``spec`` None -> plain decoding."""
+def ours(
+    engine: Engine,
+    spec: str | None,
+    k: int | None = None,
+    threshold: float | None = None,
+    alone: bool = False,
+) -> Runner:
+    """Our engine through the real generation loop; ``spec`` None -> plain decoding. ``alone``: the
+    draft head without its prompt lookup."""
     drafter = build_drafter(parse_drafter_spec(spec, k, threshold), engine) if spec else None
+    if alone and isinstance(drafter, HeadDrafter):
+        drafter.lookup = None
 
     def run(ids: list[int], params: SamplingParams, out: Result) -> None:
         gen = make_generator(params.seed)
@@ -286,6 +298,7 @@ def main() -> None:
         for threshold in opts.spec_threshold or [None]:
             name = "dspark" if threshold is None else f"dspark t={threshold}"
             methods[name] = ours(engine, spec, opts.k, threshold)
+            methods[name.replace("dspark", "head alone")] = ours(engine, spec, opts.k, threshold, alone=True)
         trained_on = {p["prompt"] for p in bundled_prompts()}
         assert not trained_on & set(SUITES["chat"]), "a chat prompt is one the head was trained on"
     if not opts.no_transformers:

@@ -139,11 +139,15 @@ def draft() -> None:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--steps", default=None, type=click.IntRange(1), help="Optimizer steps [the recipe's].")
 @click.option("--prompts", default=None, type=click.IntRange(1), help="Only the first N bundled prompts.")
+@click.option(
+    "--written", default=None, type=click.IntRange(0), help="Prompts the model writes itself [2400]."
+)
 @click.option("--max-new", default=None, type=click.IntRange(1), help="Answer tokens at most [192].")
 @click.option("--threads", default=None, type=click.IntRange(1), help="Torch threads (default: torch's).")
 @_friendly_errors
 def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes: int | None) -> None:
-    """Self-distil a DSpark-style draft head from the model's own answers to the bundled prompts.
+    """Self-distil a DSpark-style draft head from the model's own answers to the bundled prompts and
+    to prompts it writes itself.
 
     Writes head.safetensors, head.json (with its sha256), recipe.json and train_log.jsonl into --out,
     and prints the held-out evaluation; `lossless serve --speculative dspark:OUT` uses the head.

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 from lossless.config import ServeConfig
+from lossless.draft.data import bundled_prompts
 from lossless.draft.head import SHIPPED, load_head
 from lossless.engine.drafts import parse_drafter_spec
 from lossless.engine.engine import Engine
@@ -78,9 +80,10 @@ def test_serve_speculative_dspark_over_http(smollm2_path: Path) -> None:
 
 
 def test_draft_train_runs_end_to_end(tmp_path: Path, smollm2_path: Path) -> None:
-    """A trial-sized run of the real command: 4 prompts, short answers, a few steps."""
+    """A trial-sized run of the real command: 4 bundled prompts, 4 the model writes, short answers, a few
+    steps."""
     out = tmp_path / "head"
-    trial = ["--prompts", "4", "--max-new", "12", "--steps", "3", "--threads", "1"]
+    trial = ["--prompts", "4", "--written", "4", "--max-new", "12", "--steps", "3", "--threads", "1"]
     cmd = [sys.executable, "-m", "lossless.cli", "draft", "train", "--model", str(smollm2_path),
            "--out", str(out), *trial]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -92,3 +95,9 @@ def test_draft_train_runs_end_to_end(tmp_path: Path, smollm2_path: Path) -> None
     assert events == ["data", "kept", "calibration", "heldout", "saved"]
     assert log[-1]["sha256"] == json.loads((out / "head.json").read_text())["sha256"]
     assert parse_drafter_spec(f"dspark:{out}").path == out
+    data = torch.load(out / "data.pt", weights_only=False)
+    bundled = {p["prompt"] for p in bundled_prompts()}
+    written = data["written"]  # user messages the model wrote: distinct, none of them a bundled prompt
+    assert 1 <= len(written) <= 4 and len(set(written)) == len(written)
+    assert all(w.strip() and w not in bundled for w in written)
+    assert len(data["seqs"]) == 2 * 4 + len(written)  # bundled prompts answered twice, written ones once

@@ -22,6 +22,7 @@ from test_speculative_mc import (
 from lossless.draft.data import TOP, WINDOW, Sequence
 from lossless.draft.head import DSparkHead, HeadConfig, HeadDrafter, load_head, save_head
 from lossless.draft.train import Anchors, draft_vocab, evaluate, losses
+from lossless.engine.drafts import NgramDrafter
 from lossless.engine.sampling import SamplingParams
 from lossless.engine.speculative import speculative_decode
 from lossless.errors import CheckpointError
@@ -55,6 +56,32 @@ def test_head_drafter_keeps_the_target_distribution_exactly() -> None:
     truth = exact_distribution(next_probs, prompt, NEW)
     samples, stats = draw(target, HeadDrafter(micro_head(), threshold=0.0), prompt, 3000, params=params)
     assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.drafted > 0
+    assert chi_square_pvalue(samples, truth) > ALPHA
+
+
+def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None:
+    """Copying where the text repeats, the head elsewhere: still only another q per step."""
+    target, _ = micro_pair()
+    prompt = [1, 5, 2, 7, 1, 5]  # the tail "1 5" occurred before: lookup drafts "2 7 1"
+    params = SamplingParams(temperature=0.9, top_k=4)
+
+    def next_probs(seq: list[int]) -> torch.Tensor:
+        with torch.no_grad():
+            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
+
+    class Sources(HeadDrafter):
+        def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+            draft = super().propose(context, k, params, generator, hidden)
+            if draft.tokens:
+                used.append("lookup" if self.looked_up else "head")
+            return draft
+
+    used: list[str] = []
+    truth = exact_distribution(next_probs, prompt, NEW)
+    drafter = Sources(micro_head(), threshold=0.0, lookup=NgramDrafter(3, max_ngram=2, min_ngram=1))
+    samples, stats = draw(target, drafter, prompt, 3000, params=params)
+    assert used.count("lookup") > 100 and used.count("head") > 100
+    assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0
     assert chi_square_pvalue(samples, truth) > ALPHA
 
 

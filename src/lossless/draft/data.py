@@ -1,4 +1,5 @@
-"""Self-distillation data for the draft head: the target's own answers to the bundled prompts.
+"""Self-distillation data for the draft head: the target's own answers to the bundled prompts and to
+prompts it writes itself.
 
 One batched pass per group of prompts (left-padded, `Transformer.forward(pad=...)`) generates the
 answers and keeps, for every position the drafter learns from, what the target knew there:
@@ -10,6 +11,11 @@ answers and keeps, for every position the drafter learns from, what the target k
 
 Half of the prompts are answered greedily, half sampled at temperature 1: the drafter meets both at
 serve time. Everything is seeded: the same seed, prompts and checkpoint give the same data.
+
+A few hundred hand-written prompts are too few (the head memorises them); `written_prompts` adds as
+many more as wanted the way Magpie does (Xu et al., 2024): the chat template up to where a user's
+message begins, continued by the target itself at temperature 1, is a user's message from the
+distribution the target was tuned on.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
     from lossless.engine.engine import Engine
     from lossless.engine.model import Transformer
 
+WRITTEN_MAX = 64  # tokens of a prompt the target writes; one not ended by then is dropped
 WINDOW = 8  # hidden states before the answer's first token that the first draft looks at
 TOP = 32  # target probabilities kept per position (the rest is their complement's mass)
 
@@ -77,6 +84,43 @@ def collect(
     finally:
         model.setup_cache(engine.max_context)  # back to the engine's own batch-1 cache
     return [out[i] for i in range(len(prompts))]
+
+
+@torch.inference_mode()
+def written_prompts(
+    engine: Engine,
+    n: int,
+    *,
+    batch: int,
+    seed: int,
+    log: Callable[[int, int], None] | None = None,
+) -> list[str]:
+    """``n`` distinct user messages written by ``engine``'s model (fewer only if 3n tries do not give
+    them): each the continuation, sampled at temperature 1, of the chat template cut where the user's
+    message begins, ended by an end-of-turn token within ``WRITTEN_MAX`` tokens."""
+    model, tokenizer = engine.model, engine.tokenizer
+    marker = "\x00MESSAGE\x00"
+    template = tokenizer.apply_chat_template([{"role": "user", "content": marker}])
+    prefix = tokenizer.encode(template.split(marker)[0], add_special=False)
+    generator = torch.Generator().manual_seed(seed)
+    written: dict[str, None] = {}  # insertion-ordered set
+    try:
+        for _ in range(0, 3 * n, batch):
+            rows = _answer(
+                model, [prefix] * batch, [False] * batch, tokenizer.eos_ids, WRITTEN_MAX, generator
+            )
+            for row in rows:
+                ids = row.tokens[row.prompt_len :].tolist()
+                text = tokenizer.decode(ids[:-1]).strip() if ids[-1] in tokenizer.eos_ids else ""
+                if text:
+                    written.setdefault(text)
+            if log is not None:
+                log(min(len(written), n), n)
+            if len(written) >= n:
+                break
+    finally:
+        model.setup_cache(engine.max_context)
+    return list(written)[:n]
 
 
 def _answer(

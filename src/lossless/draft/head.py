@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +36,9 @@ from torch import Tensor, nn
 from lossless.engine.model import RMSNorm
 from lossless.engine.sampling import SamplingParams, sample, warp
 from lossless.engine.speculative import Draft
+
+if TYPE_CHECKING:
+    from lossless.engine.drafts import NgramDrafter
 from lossless.errors import CheckpointError
 
 WEIGHTS = "head.safetensors"
@@ -168,19 +172,27 @@ class HeadDrafter:
 
     It keeps the target's last W hidden states (the decoder hands over each step's new ones). Draft
     position k is made only while the product of conf_1..conf_k stays at or above ``threshold``.
+
+    With ``lookup`` (an n-gram drafter), a step whose context ends in text seen before drafts what
+    followed it instead, as `NgramDrafter` would (it backs off by itself where copying fails): the head
+    learned open text, and copying input is what prompt lookup does best. Which one drafts depends on
+    the context and past outcomes only, so the choice is non-anticipating and the output stays exact.
     """
 
-    def __init__(self, head: DSparkHead, threshold: float) -> None:
-        self.head, self.threshold = head, threshold
+    def __init__(self, head: DSparkHead, threshold: float, lookup: NgramDrafter | None = None) -> None:
+        self.head, self.threshold, self.lookup = head, threshold, lookup
         self.window: Tensor  # the target's last W hidden states, in the head's dtype
         self.begin(())
-        self.confidences: list[float] = []  # conf_k of the last draft's positions
+        self.confidences: list[float] = []  # conf_k of the last draft's positions (the head's)
+        self.looked_up = False  # the last draft came from ``lookup``
         # (conf_k, accepted) for every drafted position that verification reached: the confidence
         # head's calibration as served (benchmarks read it; bounded, it keeps the latest only)
         self.outcomes: deque[tuple[float, bool]] = deque(maxlen=100_000)
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         self.window = torch.zeros(0, self.head.config.dim, dtype=self.head.out_embed.dtype)
+        if self.lookup is not None:
+            self.lookup.begin(prompt_ids)
 
     def propose(
         self,
@@ -193,6 +205,13 @@ class HeadDrafter:
         w, dtype = self.head.config.window, self.head.out_embed.dtype
         if hidden is not None:
             self.window = torch.cat([self.window, hidden.to(dtype)])[-w:]
+        self.confidences = []
+        copied = (
+            self.lookup.propose(context, k, params, generator, hidden) if self.lookup else Draft([], None)
+        )
+        self.looked_up = bool(copied.tokens)
+        if self.looked_up:
+            return copied
         n = min(len(self.window), len(context) - 1, w)
         if k <= 0 or n == 0:
             return Draft([], None)
@@ -208,7 +227,6 @@ class HeadDrafter:
             tokens: list[int] = []
             qs: list[Tensor] = []
             prev, survive = int(context[-1]), 1.0
-            self.confidences = []
             for i in range(len(s)):
                 prev_t = torch.tensor(prev)
                 conf = float(torch.sigmoid(head.confidence_logit(s[i], prev_t)))
@@ -229,6 +247,8 @@ class HeadDrafter:
         return Draft(tokens, q_full)
 
     def observe(self, drafted: int, accepted: int) -> None:
+        if self.looked_up and self.lookup is not None:
+            self.lookup.observe(drafted, accepted)
         # position i was reached when the i before it were accepted
         for i, conf in enumerate(self.confidences[: min(drafted, accepted + 1)]):
             self.outcomes.append((conf, i < accepted))

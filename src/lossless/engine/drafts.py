@@ -79,7 +79,7 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         from lossless.draft.head import SHIPPED, HeadDrafter, load_head
 
         head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
-        return HeadDrafter(head, spec.threshold)
+        return HeadDrafter(head, spec.threshold, lookup=NgramDrafter(spec.k))
     from lossless.engine.engine import Engine
 
     assert spec.path is not None
