@@ -14,8 +14,8 @@ import torch
 
 from lossless.config import ServeConfig
 from lossless.draft.data import bundled_prompts
-from lossless.draft.head import SHIPPED, load_head
-from lossless.engine.drafts import parse_drafter_spec
+from lossless.draft.head import SHIPPED, HeadDrafter, load_head
+from lossless.engine.drafts import build_drafter, parse_drafter_spec
 from lossless.engine.engine import Engine
 from lossless.engine.sampling import SamplingParams
 
@@ -42,6 +42,18 @@ def test_shipped_head_matches_its_checksum_and_the_model(engine: Engine) -> None
     assert head.config.vocab_size == engine.args.vocab_size and len(head.vocab) <= 8192
     for name in ("recipe.json", "train_log.jsonl"):  # the recipe and its log ship beside the weights
         assert (SHIPPED / name).stat().st_size > 0
+
+
+def test_dspark_threshold_defaults_by_the_targets_dtype(engine: Engine, smollm2_path: Path) -> None:
+    """A bfloat16 target verifies a wider draft for the price of one token: its default stops later."""
+    spec = parse_drafter_spec("dspark")
+    assert spec.threshold is None
+    fp32 = build_drafter(spec, engine)
+    bf16 = build_drafter(spec, Engine.load(smollm2_path, dtype="bfloat16"))
+    given = build_drafter(parse_drafter_spec("dspark", threshold=0.2), engine)
+    assert isinstance(fp32, HeadDrafter) and isinstance(bf16, HeadDrafter) and isinstance(given, HeadDrafter)
+    assert (fp32.threshold, bf16.threshold, given.threshold) == (0.3, 0.1, 0.2)
+    assert fp32.lookup is not None  # served with prompt lookup where the text repeats
 
 
 def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(engine: Engine) -> None:

@@ -146,7 +146,9 @@ def test_ngram_pauses_after_outright_rejections_and_resumes_when_copying_starts(
 def test_parse_drafter_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
     ckpt = tmp_path / "draft.gguf"
     ckpt.write_bytes(b"")
-    assert parse_drafter_spec("ngram") == DrafterSpec("ngram", None, 8, 0.0)
+    assert parse_drafter_spec("ngram") == DrafterSpec("ngram", None, 8, None)
+    # dspark's default depends on the target's dtype: left to build_drafter (tests/integration)
+    assert parse_drafter_spec("dspark") == DrafterSpec("dspark", None, 7, None)
     assert parse_drafter_spec("none").kind == "none"
     assert parse_drafter_spec(f"draft:{ckpt}", k=3) == DrafterSpec("draft", ckpt, 3, 0.3)
     assert parse_drafter_spec("ngram", k=5, threshold=0.5).k == 5

@@ -34,18 +34,22 @@ class DrafterSpec:
     kind: Literal["ngram", "draft", "dspark", "none"]
     path: Path | None = None  # the draft checkpoint (kind "draft"), a head's folder (kind "dspark")
     k: int = 8  # longest draft per step
-    threshold: float = 0.0  # draft models: stop drafting after a token drawn with probability below this;
-    # dspark: stop before a position whose predicted survival (product of confidences) is below this
+    threshold: float | None = None  # draft models: stop drafting after a token drawn with probability
+    # below this; dspark: stop before a position whose predicted survival (product of confidences) is
+    # below this (None: DSPARK_THRESHOLD for the target's dtype)
 
 
 # Per-kind defaults. n-gram: measured with benchmarks/speculative_speed.py; a draft costs nothing to
 # make and the length backs off by itself, so long drafts pay whenever the text is copying. Draft
 # model: the usual starting point, not measured here (SmolLM2-135M is its family's smallest, so the
 # embedded model has no smaller draft); a draft model pays a forward per drafted token. dspark: its
-# block, 7 tokens; the confidence head decides how many of them to draft (threshold 0.3 lost less than
-# 0.1 in benchmarks/speculative_speed.py: drafting rarely-accepted tokens costs a wider target forward).
+# block, 7 tokens; the confidence head decides how many of them to draft, at a threshold that depends on
+# what a wider target forward costs: a bfloat16 forward over 2-8 tokens costs what one over a single
+# token does on a CPU, a float32 one up to 1.7x. In benchmarks/speculative_speed.py 0.1 beat 0.3 on all
+# four suite/temperature rows with bfloat16 weights, and 0.3 beat 0.1 on all four with float32.
 DEFAULT_K = {"ngram": 8, "draft": 4, "dspark": 7, "none": 0}
-DEFAULT_THRESHOLD = {"draft": 0.3, "dspark": 0.3}
+DEFAULT_THRESHOLD = {"draft": 0.3}
+DSPARK_THRESHOLD = {"bfloat16": 0.1, "float32": 0.3}
 
 
 def parse_drafter_spec(spec: str, k: int | None = None, threshold: float | None = None) -> DrafterSpec:
@@ -64,7 +68,7 @@ def parse_drafter_spec(spec: str, k: int | None = None, threshold: float | None 
         kind,  # type: ignore[arg-type]
         path,
         DEFAULT_K[kind] if k is None else k,
-        DEFAULT_THRESHOLD.get(kind, 0.0) if threshold is None else threshold,
+        DEFAULT_THRESHOLD.get(kind) if threshold is None else threshold,
     )
 
 
@@ -79,7 +83,8 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         from lossless.draft.head import SHIPPED, HeadDrafter, load_head
 
         head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
-        return HeadDrafter(head, spec.threshold, lookup=NgramDrafter(spec.k))
+        threshold = DSPARK_THRESHOLD.get(target.dtype, 0.3) if spec.threshold is None else spec.threshold
+        return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k))
     from lossless.engine.engine import Engine
 
     assert spec.path is not None
@@ -93,7 +98,7 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
             f"draft:{spec.path}: {draft.args.vocab_size} logits over a {draft.max_context}-token context, "
             f"the target has {target.args.vocab_size} over {target.max_context}; they must match"
         )
-    return ModelDrafter(draft.model, spec.threshold)
+    return ModelDrafter(draft.model, DEFAULT_THRESHOLD["draft"] if spec.threshold is None else spec.threshold)
 
 
 def check_same_vocab(target: Sequence[str | bytes], draft: Sequence[str | bytes], where: str) -> None:
