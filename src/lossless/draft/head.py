@@ -36,10 +36,10 @@ from torch import Tensor, nn
 from lossless.engine.model import RMSNorm
 from lossless.engine.sampling import SamplingParams, sample, warp
 from lossless.engine.speculative import Draft
+from lossless.errors import CheckpointError
 
 if TYPE_CHECKING:
     from lossless.engine.drafts import NgramDrafter
-from lossless.errors import CheckpointError
 
 WEIGHTS = "head.safetensors"
 CONFIG = "head.json"
