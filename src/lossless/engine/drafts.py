@@ -83,7 +83,11 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         from lossless.draft.head import SHIPPED, HeadDrafter, load_head
 
         head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
-        threshold = DSPARK_THRESHOLD.get(target.dtype, 0.3) if spec.threshold is None else spec.threshold
+        threshold = (
+            DSPARK_THRESHOLD.get(target.dtype, DSPARK_THRESHOLD["float32"])
+            if spec.threshold is None
+            else spec.threshold
+        )
         return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k))
     from lossless.engine.engine import Engine
 
