@@ -10,6 +10,7 @@ load falls on all of them alike:
     dspark           our engine, the trained DSpark-style draft head (--dspark [DIR]: the shipped one),
                      prompt lookup first where the text repeats, as `--speculative dspark` serves it
     head alone       the same head without the prompt lookup
+    dspark tree=N    the head drafting a tree of N candidates, verified in one forward (--tree N)
     hf plain         transformers' generate on the same GGUF
     hf lookup        transformers' assisted generation, prompt_lookup_num_tokens
 
@@ -127,10 +128,11 @@ def ours(
     k: int | None = None,
     threshold: float | None = None,
     alone: bool = False,
+    tree: int | None = None,
 ) -> Runner:
     """Our engine through the real generation loop; ``spec`` None -> plain decoding. ``alone``: the
     draft head without its prompt lookup."""
-    drafter = build_drafter(parse_drafter_spec(spec, k, threshold), engine) if spec else None
+    drafter = build_drafter(parse_drafter_spec(spec, k, threshold, tree), engine) if spec else None
     if alone and isinstance(drafter, HeadDrafter):
         drafter.lookup = None
 
@@ -278,6 +280,9 @@ def main() -> None:
     ap.add_argument("--dspark", nargs="?", const="", default=None, help="also measure the draft head [DIR]")
     ap.add_argument("--k", type=int, default=None, help="--spec-k for our drafters")
     ap.add_argument("--spec-threshold", type=float, nargs="+", default=None, help="dspark's, one run each")
+    ap.add_argument(
+        "--tree", type=int, nargs="+", default=None, help="dspark with trees of N nodes, one run each"
+    )
     ap.add_argument("--methods", nargs="+", default=None, help="only these methods (names as in the table)")
     ap.add_argument("--lookup", type=int, default=10, help="transformers' prompt_lookup_num_tokens")
     ap.add_argument("--no-transformers", action="store_true")
@@ -299,6 +304,8 @@ def main() -> None:
             name = "dspark" if threshold is None else f"dspark t={threshold}"
             methods[name] = ours(engine, spec, opts.k, threshold)
             methods[name.replace("dspark", "head alone")] = ours(engine, spec, opts.k, threshold, alone=True)
+        for tree in opts.tree or []:
+            methods[f"dspark tree={tree}"] = ours(engine, spec, opts.k, tree=tree)
         trained_on = {p["prompt"] for p in bundled_prompts()}
         assert not trained_on & set(SUITES["chat"]), "a chat prompt is one the head was trained on"
     if not opts.no_transformers:

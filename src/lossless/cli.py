@@ -99,6 +99,12 @@ def models_list() -> None:
     help="draft:PATH stops after a token below this [0.3]; dspark below this predicted survival "
     "[0.1 with bfloat16 weights, 0.3 with float32].",
 )
+@click.option(
+    "--spec-tree",
+    default=None,
+    type=int,
+    help="dspark, greedy requests: verify a tree of this many candidate tokens per step [4]; 0: a chain.",
+)
 @_friendly_errors
 def serve(
     model: str | None,
@@ -110,16 +116,17 @@ def serve(
     speculative: str,
     spec_k: int | None,
     spec_threshold: float | None,
+    spec_tree: int | None,
 ) -> None:
     """Serve a model behind an OpenAI-compatible HTTP API."""
     from lossless.config import ServeConfig
     from lossless.engine.drafts import parse_drafter_spec
     from lossless.server.main import serve as run_server
 
-    parse_drafter_spec(speculative, spec_k, spec_threshold)  # a bad spec fails before the model loads
+    parse_drafter_spec(speculative, spec_k, spec_threshold, spec_tree)  # a bad spec fails before loading
     config = ServeConfig(
         model=model, host=host, port=port, dtype=dtype, max_queue=max_queue, threads=threads,
-        speculative=speculative, spec_k=spec_k, spec_threshold=spec_threshold,
+        speculative=speculative, spec_k=spec_k, spec_threshold=spec_threshold, spec_tree=spec_tree,
     )  # fmt: skip
     run_server(config)
 

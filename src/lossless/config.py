@@ -16,4 +16,5 @@ class ServeConfig:
     speculative: str = "none"  # drafter spec: ngram, draft:PATH or none (engine/drafts.py)
     spec_k: int | None = None  # longest draft per step; None -> the drafter's default
     spec_threshold: float | None = None  # draft models: stop after a token below this probability
+    spec_tree: int | None = None  # dspark: candidate tokens per step in a tree (None, 0: one chain)
     threads: int | None = None  # torch intra-op threads; None -> torch's default

@@ -56,11 +56,13 @@ def test_dspark_threshold_defaults_by_the_targets_dtype(engine: Engine, smollm2_
     assert fp32.lookup is not None  # served with prompt lookup where the text repeats
 
 
-def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(engine: Engine) -> None:
+@pytest.mark.parametrize("tree", [4, 0], ids=["tree (the default)", "chain"])
+def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(engine: Engine, tree: int) -> None:
     prompts = [engine.chat_prompt([{"role": "user", "content": p}]) for p in CHAT]
     engine.use_drafter(parse_drafter_spec("none"))
     plain = [[t for d in engine.generate(p, GREEDY) for t in d.token_ids] for p in prompts]
-    engine.use_drafter(parse_drafter_spec("dspark"))
+    engine.use_drafter(parse_drafter_spec("dspark", tree=tree))
+    assert parse_drafter_spec("dspark").tree == 4
     same, drafted, accepted = 0, 0, 0
     for p, want in zip(prompts, plain, strict=True):
         deltas = list(engine.generate(p, GREEDY))

@@ -85,6 +85,31 @@ def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None
     assert chi_square_pvalue(samples, truth) > ALPHA
 
 
+class _Trees(HeadDrafter):
+    """Counts the trees that branched (more nodes than positions)."""
+
+    branched = 0
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        draft = super().propose(context, k, params, generator, hidden)
+        self.branched += len(draft.tokens) > draft.depth()
+        return draft
+
+
+def test_greedy_tree_decoding_gives_the_plain_greedy_text() -> None:
+    """The head drafts trees for greedy requests (sampled ones keep the chain, whose rejection sampling
+    uses q); the walk through them is tested with any tree in test_speculative_tree.py."""
+    target, _ = micro_pair()
+    greedy = SamplingParams(temperature=0.0)
+    for prompt in ([1, 5, 2, 7, 3], [4, 4, 0], [6, 1, 2, 3, 5, 7, 0, 2]):
+        plain = speculative_decode(target, HeadDrafter(micro_head(), 0.0), prompt, greedy, max_new_tokens=12,
+                                   k_max=0)  # fmt: skip
+        drafter = _Trees(micro_head(), 0.0, tree=8)
+        trees = speculative_decode(target, drafter, prompt, greedy, max_new_tokens=12, k_max=3)
+        assert [t for s in trees for t in s.token_ids] == [t for s in plain for t in s.token_ids]
+        assert drafter.branched > 0
+
+
 class _Capture(HeadDrafter):
     """Records every draft the head made."""
 

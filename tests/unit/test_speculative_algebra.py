@@ -148,28 +148,32 @@ def test_parse_drafter_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
     ckpt.write_bytes(b"")
     assert parse_drafter_spec("ngram") == DrafterSpec("ngram", None, 8, None)
     # dspark's default depends on the target's dtype: left to build_drafter (tests/integration)
-    assert parse_drafter_spec("dspark") == DrafterSpec("dspark", None, 7, None)
+    assert parse_drafter_spec("dspark") == DrafterSpec("dspark", None, 7, None, tree=4)
+    assert parse_drafter_spec("dspark", tree=0).tree == 0  # a chain for greedy requests too
     assert parse_drafter_spec("none").kind == "none"
     assert parse_drafter_spec(f"draft:{ckpt}", k=3) == DrafterSpec("draft", ckpt, 3, 0.3)
     assert parse_drafter_spec("ngram", k=5, threshold=0.5).k == 5
 
 
 @pytest.mark.parametrize(
-    "spec,k,threshold,needle",
+    "spec,k,threshold,tree,needle",
     [
-        ("eagle", None, None, "expected ngram, draft:PATH"),
-        ("draft:", None, None, "expected ngram, draft:PATH"),
-        ("ngram:3", None, None, "expected ngram, draft:PATH"),
-        ("draft:/no/such/file.gguf", None, None, "no such file"),
-        ("ngram", 0, None, "--spec-k"),
-        ("ngram", None, 1.5, "--spec-threshold"),
+        ("eagle", None, None, None, "expected ngram, draft:PATH"),
+        ("draft:", None, None, None, "expected ngram, draft:PATH"),
+        ("ngram:3", None, None, None, "expected ngram, draft:PATH"),
+        ("draft:/no/such/file.gguf", None, None, None, "no such file"),
+        ("ngram", 0, None, None, "--spec-k"),
+        ("ngram", None, 1.5, None, "--spec-threshold"),
+        ("ngram", None, None, 4, "--spec-tree"),
+        ("dspark", None, None, 65, "--spec-tree"),
+        ("dspark", None, None, -1, "--spec-tree"),
     ],
 )
 def test_parse_drafter_spec_refuses_clearly(
-    spec: str, k: int | None, threshold: float | None, needle: str
+    spec: str, k: int | None, threshold: float | None, tree: int | None, needle: str
 ) -> None:
     with pytest.raises(UsageError, match=needle) as info:
-        parse_drafter_spec(spec, k, threshold)
+        parse_drafter_spec(spec, k, threshold, tree)
     assert "\n" not in str(info.value)
 
 

@@ -18,6 +18,7 @@ from lossless.cli import main
         (["--speculative", "draft:/", "--spec-threshold", "2"], "--spec-threshold"),
         (["--speculative", "dspark:/no/such/head"], "no such file"),
         (["--speculative", "ngram:/tmp"], "expected ngram, draft:PATH"),
+        (["--speculative", "ngram", "--spec-tree", "4"], "--spec-tree"),
     ],
 )
 def test_bad_speculative_options_fail_in_one_line(args: list[str], needle: str) -> None:

@@ -22,6 +22,7 @@ treats that exactly like any other draft distribution.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 from collections import deque
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 WEIGHTS = "head.safetensors"
 CONFIG = "head.json"
 SHIPPED = Path(__file__).parent / "smollm2-135m"  # trained by `lossless draft train`, recipe and log beside
+BRANCH = 4  # children per tree node at most (held out, the target's argmax is in the head's top 4 58%)
 
 
 @dataclass(frozen=True)
@@ -179,8 +181,10 @@ class HeadDrafter:
     the context and past outcomes only, so the choice is non-anticipating and the output stays exact.
     """
 
-    def __init__(self, head: DSparkHead, threshold: float, lookup: NgramDrafter | None = None) -> None:
-        self.head, self.threshold, self.lookup = head, threshold, lookup
+    def __init__(
+        self, head: DSparkHead, threshold: float, lookup: NgramDrafter | None = None, tree: int = 0
+    ) -> None:
+        self.head, self.threshold, self.lookup, self.tree = head, threshold, lookup, tree
         self.window: Tensor  # the target's last W hidden states, in the head's dtype
         self.begin(())
         self.confidences: list[float] = []  # conf_k of the last draft's positions (the head's)
@@ -224,6 +228,8 @@ class HeadDrafter:
             valid = torch.arange(w)[None] >= w - n
             s = head.states(hid, toks, valid)[0, :k]  # [k, d]
             base = head.block_logits(s)  # [k, V']
+            if self.tree and params.greedy:
+                return self._tree(base, int(context[-1]))
             tokens: list[int] = []
             qs: list[Tensor] = []
             prev, survive = int(context[-1]), 1.0
@@ -245,6 +251,30 @@ class HeadDrafter:
         q_full = torch.zeros(len(qs), head.config.vocab_size)
         q_full[:, vocab] = torch.stack(qs)  # q = 0 outside the draft vocabulary
         return Draft(tokens, q_full)
+
+    def _tree(self, base: Tensor, pending: int) -> Draft:
+        """Up to ``tree`` nodes, best first: a node's score is the product of the head's probabilities
+        (temperature 1) along its path, and each added node offers its ``BRANCH`` likeliest children.
+        Depth is bounded by the rows of ``base`` [depth, V']; the confidence head plays no part."""
+        head, vocab = self.head, self.head.vocab
+        tokens: list[int] = []
+        parents: list[int] = []
+        heap: list[tuple[float, int, int, int]] = []  # (-score, depth, parent node, draft-vocab index)
+
+        def offer(parent: int, depth: int, prev: int, score: float) -> None:
+            probs = torch.softmax((base[depth] + head.markov(torch.tensor(prev))).float(), -1)
+            top = probs.topk(BRANCH)
+            for pr, j in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+                heapq.heappush(heap, (-score * pr, depth + 1, parent, j))
+
+        offer(-1, 0, pending, 1.0)
+        while heap and len(tokens) < self.tree:
+            neg, depth, parent, j = heapq.heappop(heap)
+            tokens.append(int(vocab[j]))
+            parents.append(parent)
+            if depth < len(base):
+                offer(len(tokens) - 1, depth, tokens[-1], -neg)
+        return Draft(tokens, None, parents)
 
     def observe(self, drafted: int, accepted: int) -> None:
         if self.looked_up and self.lookup is not None:

@@ -10,6 +10,8 @@ RoPE uses the Hugging Face ("rotate half") layout; GGUF loaders un-permute q/k w
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -122,26 +124,51 @@ class Transformer(nn.Module):
         self.rope_cos, self.rope_sin = cos.to(device, dtype), sin.to(device, dtype)
 
     def forward(
-        self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False, pad: Tensor | None = None
+        self,
+        tokens: Tensor,
+        input_pos: Tensor,
+        return_hidden: bool = False,
+        pad: Tensor | None = None,
+        tree: Tensor | None = None,
     ) -> Tensor:
         """tokens: [B, T] at positions input_pos: [T] -> logits [B, T, V] (or final hidden [B, T, dim]).
 
         ``pad`` [B]: row b's first pad[b] positions are left padding that no query may see (a batch of
         prompts of different lengths; RoPE is relative, so the shift changes nothing else).
+
+        ``tree`` [T, T] bool: the tokens are a tree of drafts, not a sequence; tree[i, j] says token j
+        is token i or one of its ancestors. They still fill the cache slots input_pos (contiguous), but
+        each sees only the cache before them and its own ancestors, at the position of its depth: token
+        i is the continuation of its path alone. `keep` moves one path's entries into place afterwards.
         """
         assert self.max_seq_len > 0, "call setup_cache() first"
         length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
         keys = torch.arange(length, device=tokens.device)
         # mask[i, j]: query at input_pos[i] may see key position j
         mask = keys[None, :] <= input_pos[:, None]  # [T, L]
+        rope_pos = input_pos
+        if tree is not None:
+            start = int(input_pos[0])
+            mask[:, start:] = tree
+            rope_pos = start + tree.sum(-1) - 1  # start + depth
         if pad is not None:
             mask = mask[None, None] & (keys >= pad[:, None])[:, None, None, :]  # [B, 1, T, L]
-        cos, sin = self.rope_cos[input_pos], self.rope_sin[input_pos]  # [T, D]
+        cos, sin = self.rope_cos[rope_pos], self.rope_sin[rope_pos]  # [T, D]
         x = self.tok_embeddings(tokens)  # [B, T, dim]
         for block in self.layers:
             x = block(x, cos, sin, mask, input_pos)
         x = self.norm(x)
         return x if return_hidden else self.output(x)
+
+    def keep(self, slots: list[int], start: int) -> None:
+        """Move the cache entries at ``slots`` (increasing) to start, start + 1, ...: after a tree
+        forward, the accepted path's keys and values (already rotated for those positions)."""
+        src = torch.tensor(slots, dtype=torch.long)
+        for block in self.layers:
+            cache = cast(Attention, block.attention).kv_cache
+            assert cache is not None
+            cache.k[:, :, start : start + len(slots)] = cache.k[:, :, src]
+            cache.v[:, :, start : start + len(slots)] = cache.v[:, :, src]
 
 
 def rope_tables(head_dim: int, n_pos: int, theta: float) -> tuple[Tensor, Tensor]:

@@ -12,13 +12,18 @@ Every emitted token is then distributed exactly as plain sampling from the warpe
 give it (Leviathan et al. 2023, Chen et al. 2023); tests/unit/test_speculative_*.py prove it three
 ways. The KV cache "rolls back" for free: `Transformer` attends by position, so the next forward
 simply starts at the accepted prefix's length and overwrites what the rejected tokens left behind.
+
+A drafter may instead offer a tree of candidates (`Draft` with parents): one forward verifies all of
+its paths (each token sees only its ancestors, `Transformer.forward(tree=...)`), the walk draws each
+token from the target and follows it while it is a candidate, and `Transformer.keep` moves the
+accepted path's cache entries into place. Exact for any tree; test_speculative_tree.py proves it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch import Tensor
@@ -29,8 +34,28 @@ from lossless.engine.sampling import SamplingParams, sample, warp
 
 @dataclass(frozen=True)
 class Draft:
-    tokens: list[int]  # x_1..x_k, k >= 0
+    """A chain x_1..x_k (verified by rejection sampling against q), or a tree of candidates.
+
+    A tree (``parents`` given) lists its nodes parents first; parents[i] is the index of node i's
+    parent, -1 for a child of the pending token. It is verified by walking it: draw the next token from
+    the target (sampled, or its argmax when greedy); while that token is a child of the current node,
+    it is accepted and the walk goes on from it; the first token that is not ends the step. Every
+    emitted token is drawn from the target's own conditional, so the output is exact whatever the tree
+    holds and however it was chosen; q plays no part (it stays None).
+    """
+
+    tokens: list[int]  # x_1..x_k, k >= 0 (a tree: its nodes)
     q: Tensor | None  # [k, V] the distributions they were sampled from; None: deterministic (one-hot)
+    parents: list[int] | None = None
+
+    def depth(self) -> int:
+        """Draft positions: the chain's length, or the deepest path of the tree."""
+        if self.parents is None:
+            return len(self.tokens)
+        depths: list[int] = []
+        for parent in self.parents:
+            depths.append(1 + (depths[parent] if parent >= 0 else 0))
+        return max(depths, default=0)
 
 
 class Drafter(Protocol):
@@ -71,13 +96,23 @@ class CausalLM(Protocol):
     def output(self, hidden: Tensor) -> Tensor: ...  # final hidden [..., dim] -> logits [..., V]
 
 
+class TreeLM(CausalLM, Protocol):
+    """A target that can verify a tree of drafts in one forward (`model.Transformer`)."""
+
+    def __call__(
+        self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False, tree: Tensor | None = None
+    ) -> Tensor: ...
+
+    def keep(self, slots: list[int], start: int) -> None: ...
+
+
 @dataclass
 class SpecStats:
     """Per-request acceptance figures; `as_dict` is what the server puts on /metrics."""
 
     k_max: int  # longest draft the decoder may ask for
     steps: int = 0  # target forwards after the prompt's (one per draft, empty drafts included)
-    drafted: int = 0  # draft tokens verified
+    drafted: int = 0  # draft tokens verified (a tree counts its depth: the positions it drafted)
     accepted: int = 0  # draft tokens accepted
     emitted: int = 0  # tokens emitted by those steps: accepted + one correction or bonus each
     accept_counts: list[int] = field(default_factory=list)  # [k_max+1]: steps accepting exactly i
@@ -187,8 +222,13 @@ def speculative_decode(
         # the cache holds tokens[:-1]; the pending token tokens[-1] goes in with the draft
         room = min(max_new_tokens - (len(tokens) - len(prompt_ids)) - 1, model.max_seq_len - len(tokens))
         draft = drafter.propose(tokens, min(k_max, room), params, generator, hidden)
-        step, hidden = _verify(model, tokens, draft, params, generator, accept)
-        stats.record(len(draft.tokens), len(step.token_ids) - 1)
+        if draft.parents is None:
+            step, hidden = _verify(model, tokens, draft, params, generator, accept)
+        else:  # a tree: its nodes need cache slots too (parents first, so a prefix is still a tree)
+            slots = model.max_seq_len - len(tokens)
+            draft = Draft(draft.tokens[:slots], None, draft.parents[:slots])
+            step, hidden = _verify_tree(cast(TreeLM, model), tokens, draft, params, generator)
+        stats.record(draft.depth(), len(step.token_ids) - 1)
         drafter.observe(len(draft.tokens), len(step.token_ids) - 1)
         tokens.extend(step.token_ids)
         yield step
@@ -218,6 +258,44 @@ def _verify(
         q = draft.q.to(p.dtype)  # [k, V]
     n, nxt = accept(p, q, draft.tokens, generator, params.greedy)
     return Accepted([*draft.tokens[:n], nxt], logits[: n + 1]), hidden[: n + 1]
+
+
+def _verify_tree(
+    model: TreeLM, tokens: list[int], draft: Draft, params: SamplingParams, generator: torch.Generator | None
+) -> tuple[Accepted, Tensor]:
+    """One target forward over [pending, tree nodes]; walk the tree (see `Draft`); move the accepted
+    path's cache entries into place -> the emitted tokens and the hidden states that predicted them."""
+    assert draft.parents is not None
+    n_nodes, start = len(draft.tokens), len(tokens) - 1
+    # ancestors-or-self among [pending, nodes]; row 0 is the pending token, node i is row i + 1
+    tree = torch.zeros(n_nodes + 1, n_nodes + 1, dtype=torch.bool)
+    tree[:, 0] = True
+    children: list[dict[int, int]] = [{} for _ in range(n_nodes + 1)]
+    for i, (token, parent) in enumerate(zip(draft.tokens, draft.parents, strict=True)):
+        assert -1 <= parent < i, "a tree lists parents first"
+        tree[i + 1] = tree[parent + 1]
+        tree[i + 1, i + 1] = True
+        children[parent + 1].setdefault(token, i + 1)
+    inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, n + 1]
+    with torch.inference_mode():
+        hidden = model(inp, torch.arange(start, start + n_nodes + 1), return_hidden=True, tree=tree)[0]
+        logits = model.output(hidden)  # [n + 1, V]
+    argmax = logits.argmax(-1).tolist() if params.greedy else []  # ties: the lowest id, as `warp` has it
+    rows, emitted = [0], []
+    while True:
+        row = rows[-1]
+        if params.greedy:
+            nxt = argmax[row]
+        else:  # only the rows the walk reaches are warped
+            nxt = sample(warp(logits[row], params.temperature, params.top_k, params.top_p), generator)
+        emitted.append(nxt)
+        child = children[row].get(nxt)
+        if child is None:
+            break
+        rows.append(child)
+    if rows[1:] != list(range(1, len(rows))):  # the path is not where its first-listed nodes were
+        model.keep([start + r for r in rows[1:]], start + 1)
+    return Accepted(emitted, logits[rows]), hidden[rows]
 
 
 def _choose(logits: Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:

@@ -40,7 +40,8 @@ def load_model(config: ServeConfig) -> LoadedModel:
     engine = Engine.load(path, dtype=config.dtype, max_context=config.max_context)
     from lossless.engine.drafts import parse_drafter_spec  # imports torch: only when serving
 
-    engine.use_drafter(parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold))
+    spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
+    engine.use_drafter(spec)
     requested = config.model or models.DEFAULT_MODEL
     name = requested if requested in models.EMBEDDED else engine.name
     aliases = {engine.name, path.stem, path.name, requested, *_embedded_names(path)}
@@ -58,7 +59,7 @@ def decoding_as(loaded: LoadedModel, config: ServeConfig) -> LoadedModel:
 
     from lossless.engine.drafts import parse_drafter_spec
 
-    spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold)
+    spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
     current = getattr(loaded.engine, "spec", None) or parse_drafter_spec("none")
     if current == spec:
         return loaded

@@ -1,0 +1,112 @@
+"""Trees of draft tokens verified in one forward (`speculative.Draft` with parents): exact for any tree,
+sampled or greedy, and the cache and hidden states left behind are those of the accepted text alone.
+
+The drafter here makes random trees, so that every shape - deep paths, wide fans, a late sibling
+accepted - is met; the draft head's own trees are tested in test_draft_head.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import pytest
+import torch
+from test_speculative_mc import ALPHA, NEW, chi_square_pvalue, draw, exact_distribution, micro_pair, warped
+
+from lossless.engine.model import Transformer
+from lossless.engine.sampling import SamplingParams
+from lossless.engine.speculative import Draft, speculative_decode
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+PROMPT = [1, 5, 2, 7, 3]
+PARAMS = SamplingParams(temperature=0.9, top_k=4)
+
+
+class RandomTrees:
+    """Drafts a random tree of ``nodes`` tokens (depth at most k, parents listed first) each step."""
+
+    def __init__(self, nodes: int, seed: int = 0) -> None:
+        self.nodes, self.rng = nodes, torch.Generator().manual_seed(seed)
+        self.hidden: list[torch.Tensor] = []  # what the decoder handed over, step by step
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        self.hidden = []
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        self.hidden.append(hidden)
+        tokens: list[int] = []
+        parents: list[int] = []
+        depth: list[int] = []
+        for _ in range(self.nodes if k > 0 else 0):
+            fits = [-1] + [i for i, d in enumerate(depth) if d < k]
+            parent = fits[int(torch.randint(len(fits), (), generator=self.rng))]
+            tokens.append(int(torch.randint(8, (), generator=self.rng)))
+            parents.append(parent)
+            depth.append(1 + (depth[parent] if parent >= 0 else 0))
+        return Draft(tokens, None, parents)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+def test_random_trees_keep_the_target_distribution_exactly() -> None:
+    target, _ = micro_pair()
+
+    def next_probs(seq: list[int]) -> torch.Tensor:
+        with torch.no_grad():
+            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], PARAMS)
+
+    truth = exact_distribution(next_probs, PROMPT, NEW)
+    samples, stats = draw(target, RandomTrees(6), PROMPT, 3000, params=PARAMS)
+    assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.accept_counts[2] > 0
+    assert chi_square_pvalue(samples, truth) > ALPHA
+
+
+def _matches_a_plain_forward(target: Transformer, params: SamplingParams) -> bool:
+    """Decode through random trees, then run the emitted text through a fresh copy of the target in
+    one plain forward: the hidden states handed to the drafter and the cache left behind must match."""
+    fresh = copy.deepcopy(target)
+    gen, same = torch.Generator().manual_seed(0), True
+    for prompt in (PROMPT, [4, 4, 0], [6, 1, 2, 3, 5, 7, 0, 2]):
+        drafter = RandomTrees(8, seed=len(prompt))
+        steps = speculative_decode(target, drafter, prompt, params, max_new_tokens=24, k_max=3, generator=gen)
+        text = prompt + [t for s in steps for t in s.token_ids]
+        with torch.no_grad():
+            want = fresh(torch.tensor([text[:-1]]), torch.arange(len(text) - 1), return_hidden=True)[0]
+        got = torch.cat(drafter.hidden[1:])  # the steps' states, from position len(prompt)
+        same &= torch.allclose(got, want[len(prompt) : len(prompt) + len(got)])
+        n = len(text) - 1  # cache entries: all but the pending token
+        for mine, theirs in zip(target.layers, fresh.layers, strict=True):
+            a, b = mine.attention.kv_cache, theirs.attention.kv_cache
+            same &= torch.allclose(a.k[:, :, :n], b.k[:, :, :n]) and torch.allclose(
+                a.v[:, :, :n], b.v[:, :, :n]
+            )
+    return bool(same)
+
+
+@pytest.mark.parametrize("params", [PARAMS, SamplingParams(temperature=0.0)], ids=["sampled", "greedy"])
+def test_tree_steps_leave_the_cache_and_states_a_plain_forward_gives(params: SamplingParams) -> None:
+    target, _ = micro_pair()
+    assert _matches_a_plain_forward(target, params)
+
+
+@pytest.mark.parametrize("broken", ["no cache move", "no tree mask"])
+def test_tree_mutations_fail_the_same_check(broken: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    target, _ = micro_pair()
+    if broken == "no cache move":  # the next step reads whichever sibling sat in the slot
+        monkeypatch.setattr(target, "keep", lambda slots, start: None)
+    else:  # siblings see each other as if the tree were one sequence
+        forward = target.forward
+        monkeypatch.setattr(target, "forward", lambda *a, tree=None, **kw: forward(*a, **kw))
+    assert not _matches_a_plain_forward(target, PARAMS)
+
+
+def test_a_tree_is_cut_to_the_cache_that_is_left() -> None:
+    """Near the end of the context a tree keeps its first nodes only (parents first: still a tree)."""
+    target, _ = micro_pair()  # a 64-position cache
+    prompt = [1, 2, 3] * 20  # 60 tokens: 4 slots left, the pending token's included
+    steps = speculative_decode(target, RandomTrees(12), prompt, PARAMS, max_new_tokens=4, k_max=3,
+                               generator=torch.Generator().manual_seed(0))  # fmt: skip
+    assert sum(len(s.token_ids) for s in steps) == 4
