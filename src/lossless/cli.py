@@ -103,7 +103,7 @@ def models_list() -> None:
     "--spec-tree",
     default=None,
     type=int,
-    help="dspark, greedy requests: verify a tree of this many candidate tokens per step [4]; 0: a chain.",
+    help="dspark: verify a tree of up to this many candidate tokens per step [4]; 0: one chain.",
 )
 @_friendly_errors
 def serve(

@@ -59,6 +59,21 @@ def test_head_drafter_keeps_the_target_distribution_exactly() -> None:
     assert chi_square_pvalue(samples, truth) > ALPHA
 
 
+def test_head_sampled_trees_keep_the_target_distribution_exactly() -> None:
+    target, _ = micro_pair()
+    prompt = [1, 5, 2, 7, 3]
+    params = SamplingParams(temperature=0.9, top_k=4)
+
+    def next_probs(seq: list[int]) -> torch.Tensor:
+        with torch.no_grad():
+            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
+
+    drafter = _Trees(micro_head(), threshold=0.0, tree=5)
+    samples, stats = draw(target, drafter, prompt, 3000, params=params)
+    assert drafter.branched > 1000 and stats.accept_counts[0] > 0 and stats.accept_counts[2] > 0
+    assert chi_square_pvalue(samples, exact_distribution(next_probs, prompt, NEW)) > ALPHA
+
+
 def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None:
     """Copying where the text repeats, the head elsewhere: still only another q per step."""
     target, _ = micro_pair()
@@ -97,8 +112,8 @@ class _Trees(HeadDrafter):
 
 
 def test_greedy_tree_decoding_gives_the_plain_greedy_text() -> None:
-    """The head drafts trees for greedy requests (sampled ones keep the chain, whose rejection sampling
-    uses q); the walk through them is tested with any tree in test_speculative_tree.py."""
+    """Greedy trees hold the head's likeliest candidates; the walk through them is tested with any
+    tree in test_speculative_tree.py."""
     target, _ = micro_pair()
     greedy = SamplingParams(temperature=0.0)
     for prompt in ([1, 5, 2, 7, 3], [4, 4, 0], [6, 1, 2, 3, 5, 7, 0, 2]):

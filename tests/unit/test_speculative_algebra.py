@@ -149,7 +149,7 @@ def test_parse_drafter_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert parse_drafter_spec("ngram") == DrafterSpec("ngram", None, 8, None)
     # dspark's default depends on the target's dtype: left to build_drafter (tests/integration)
     assert parse_drafter_spec("dspark") == DrafterSpec("dspark", None, 7, None, tree=4)
-    assert parse_drafter_spec("dspark", tree=0).tree == 0  # a chain for greedy requests too
+    assert parse_drafter_spec("dspark", tree=0).tree == 0  # one chain
     assert parse_drafter_spec("none").kind == "none"
     assert parse_drafter_spec(f"draft:{ckpt}", k=3) == DrafterSpec("draft", ckpt, 3, 0.3)
     assert parse_drafter_spec("ngram", k=5, threshold=0.5).k == 5

@@ -14,6 +14,7 @@ import pytest
 import torch
 from test_speculative_mc import ALPHA, NEW, chi_square_pvalue, draw, exact_distribution, micro_pair, warped
 
+from lossless.engine import speculative
 from lossless.engine.model import Transformer
 from lossless.engine.sampling import SamplingParams
 from lossless.engine.speculative import Draft, speculative_decode
@@ -51,6 +52,56 @@ class RandomTrees:
         pass
 
 
+class SampledTrees(RandomTrees):
+    """Random shapes again, but every node's children are independent draws from one random q (the
+    node's), verified by recursive rejection sampling; the shape never looks at the drawn tokens."""
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        self.hidden.append(hidden)
+        tokens: list[int] = []
+        parents: list[int] = []
+        qs: list[torch.Tensor] = []
+        level, depth = [-1], 0
+        while level and depth < k and len(tokens) < self.nodes:
+            after = []
+            for node in level:
+                q = torch.softmax(2 * torch.randn(8, generator=self.rng, dtype=torch.float64), -1)
+                for _ in range(int(torch.randint(1, 4, (), generator=self.rng))):
+                    if len(tokens) < self.nodes:
+                        tokens.append(int(torch.multinomial(q, 1, generator=generator)))
+                        parents.append(node)
+                        qs.append(q)
+                        after.append(len(tokens) - 1)
+            level, depth = after, depth + 1
+        return Draft(tokens, torch.stack(qs) if qs else None, parents if qs else None)
+
+
+def _micro_truth(target: Transformer) -> dict:
+    def next_probs(seq: list[int]) -> torch.Tensor:
+        with torch.no_grad():
+            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], PARAMS)
+
+    return exact_distribution(next_probs, PROMPT, NEW)
+
+
+def test_sampled_trees_keep_the_target_distribution_exactly() -> None:
+    target, _ = micro_pair()
+    samples, stats = draw(target, SampledTrees(6), PROMPT, 3000, params=PARAMS)
+    assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.accept_counts[2] > 0
+    assert chi_square_pvalue(samples, _micro_truth(target)) > ALPHA
+
+
+def test_sampled_trees_without_the_residual_between_siblings_fail_the_same_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The classic bug, one level up: a rejected sibling must take its q out of what the next one is
+    tried against."""
+    target, _ = micro_pair()
+    monkeypatch.setattr(speculative, "residual_distribution", lambda p, q: p)
+    samples, _ = draw(target, SampledTrees(6), PROMPT, 3000, params=PARAMS)
+    assert chi_square_pvalue(samples, _micro_truth(target)) < ALPHA
+
+
 def test_random_trees_keep_the_target_distribution_exactly() -> None:
     target, _ = micro_pair()
 
@@ -59,7 +110,7 @@ def test_random_trees_keep_the_target_distribution_exactly() -> None:
             return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], PARAMS)
 
     truth = exact_distribution(next_probs, PROMPT, NEW)
-    samples, stats = draw(target, RandomTrees(6), PROMPT, 3000, params=PARAMS)
+    samples, stats = draw(target, RandomTrees(6), PROMPT, 3000, params=PARAMS)  # chosen, not sampled
     assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.accept_counts[2] > 0
     assert chi_square_pvalue(samples, truth) > ALPHA
 

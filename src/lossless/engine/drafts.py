@@ -37,7 +37,7 @@ class DrafterSpec:
     threshold: float | None = None  # draft models: stop drafting after a token drawn with probability
     # below this; dspark: stop before a position whose predicted survival (product of confidences) is
     # below this (None: DSPARK_THRESHOLD for the target's dtype)
-    tree: int = 0  # dspark, greedy requests: a tree of this many candidate tokens per step (0: a chain)
+    tree: int = 0  # dspark: a tree of up to this many candidate tokens per step (0: one chain)
 
 
 # Per-kind defaults. n-gram: measured with benchmarks/speculative_speed.py; a draft costs nothing to
@@ -51,9 +51,10 @@ class DrafterSpec:
 DEFAULT_K = {"ngram": 8, "draft": 4, "dspark": 7, "none": 0}
 DEFAULT_THRESHOLD = {"draft": 0.3}
 DSPARK_THRESHOLD = {"bfloat16": 0.1, "float32": 0.3}
-# dspark, greedy requests: a tree of 4 candidates per step. Open chat, benchmarks/speculative_speed.py:
-# bfloat16 1.72x / 1.80x (128 / 192 tokens) against the chain's 1.51x / 1.65x, with trees of 2-10
-# measured; float32 1.04x against 0.89x. Sampled requests keep the chain (a tree lost there: 1.12x vs 1.23x).
+# dspark: a tree of up to 4 candidates per step (`HeadDrafter`: the likeliest for greedy requests, two
+# draws for the first position of sampled ones). Open chat, benchmarks/speculative_speed.py, bfloat16:
+# greedy 1.72x / 1.80x (128 / 192 tokens) against one chain's 1.51x / 1.65x, trees of 2-10 measured;
+# temperature 1 1.32x against 1.24x. float32: greedy 1.12x against 0.90x, temperature 1 0.84x vs 0.88x.
 DEFAULT_TREE = {"dspark": 4}
 
 

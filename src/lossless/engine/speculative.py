@@ -37,11 +37,17 @@ class Draft:
     """A chain x_1..x_k (verified by rejection sampling against q), or a tree of candidates.
 
     A tree (``parents`` given) lists its nodes parents first; parents[i] is the index of node i's
-    parent, -1 for a child of the pending token. It is verified by walking it: draw the next token from
-    the target (sampled, or its argmax when greedy); while that token is a child of the current node,
-    it is accepted and the walk goes on from it; the first token that is not ends the step. Every
-    emitted token is drawn from the target's own conditional, so the output is exact whatever the tree
-    holds and however it was chosen; q plays no part (it stays None).
+    parent, -1 for a child of the pending token. One forward scores every node; a walk from the pending
+    token then emits the step's tokens, node by node:
+
+    - q None (candidates chosen, not sampled): draw the next token from the target (its argmax when
+      greedy); if it is a child of the current node, accept it and go on from there, else emit it and
+      stop. Every emitted token is the target's own draw: exact whatever the tree holds.
+    - q given, q[i] the distribution node i was drawn from (a node's children are independent draws
+      from one q, however many): recursive rejection sampling. Try the children in order, accepting
+      child x with probability min(1, r(x) / q(x)), where r starts as the target's p and becomes
+      norm(max(0, r - q)) after each rejection; when all are rejected emit a draw from r. With one child
+      per node this is the chain's rule; with several it is exact too (SpecInfer, Miao et al. 2024).
     """
 
     tokens: list[int]  # x_1..x_k, k >= 0 (a tree: its nodes)
@@ -226,7 +232,8 @@ def speculative_decode(
             step, hidden = _verify(model, tokens, draft, params, generator, accept)
         else:  # a tree: its nodes need cache slots too (parents first, so a prefix is still a tree)
             slots = model.max_seq_len - len(tokens)
-            draft = Draft(draft.tokens[:slots], None, draft.parents[:slots])
+            q = None if draft.q is None else draft.q[:slots]
+            draft = Draft(draft.tokens[:slots], q, draft.parents[:slots])
             step, hidden = _verify_tree(cast(TreeLM, model), tokens, draft, params, generator)
         stats.record(draft.depth(), len(step.token_ids) - 1)
         drafter.observe(len(draft.tokens), len(step.token_ids) - 1)
@@ -270,12 +277,12 @@ def _verify_tree(
     # ancestors-or-self among [pending, nodes]; row 0 is the pending token, node i is row i + 1
     tree = torch.zeros(n_nodes + 1, n_nodes + 1, dtype=torch.bool)
     tree[:, 0] = True
-    children: list[dict[int, int]] = [{} for _ in range(n_nodes + 1)]
-    for i, (token, parent) in enumerate(zip(draft.tokens, draft.parents, strict=True)):
+    children: list[list[int]] = [[] for _ in range(n_nodes + 1)]  # rows, in the draft's order
+    for i, parent in enumerate(draft.parents):
         assert -1 <= parent < i, "a tree lists parents first"
         tree[i + 1] = tree[parent + 1]
         tree[i + 1, i + 1] = True
-        children[parent + 1].setdefault(token, i + 1)
+        children[parent + 1].append(i + 1)
     inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, n + 1]
     with torch.inference_mode():
         hidden = model(inp, torch.arange(start, start + n_nodes + 1), return_hidden=True, tree=tree)[0]
@@ -286,16 +293,39 @@ def _verify_tree(
         row = rows[-1]
         if params.greedy:
             nxt = argmax[row]
-        else:  # only the rows the walk reaches are warped
+            child = next((c for c in children[row] if draft.tokens[c - 1] == nxt), None)
+        elif draft.q is None:  # only the rows the walk reaches are warped
             nxt = sample(warp(logits[row], params.temperature, params.top_k, params.top_p), generator)
+            child = next((c for c in children[row] if draft.tokens[c - 1] == nxt), None)
+        else:
+            nxt, child = _recursive_rejection(logits[row], draft, children[row], params, generator)
         emitted.append(nxt)
-        child = children[row].get(nxt)
         if child is None:
             break
         rows.append(child)
     if rows[1:] != list(range(1, len(rows))):  # the path is not where its first-listed nodes were
         model.keep([start + r for r in rows[1:]], start + 1)
     return Accepted(emitted, logits[rows]), hidden[rows]
+
+
+def _recursive_rejection(
+    logits: Tensor,
+    draft: Draft,
+    children: list[int],
+    params: SamplingParams,
+    generator: torch.Generator | None,
+) -> tuple[int, int | None]:
+    """One node of a sampled tree: its children (rows; node c - 1 each) tried in order against the
+    target's ``logits`` [V] -> (token emitted, the child row accepted or None)."""
+    assert draft.q is not None
+    r = warp(logits, params.temperature, params.top_k, params.top_p)
+    for c in children:
+        x, q = draft.tokens[c - 1], draft.q[c - 1].to(r.dtype)
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        if u * float(q[x]) < float(r[x]):  # the chain's rule, against what is left of p
+            return x, c
+        r = residual_distribution(r, q)
+    return sample(r, generator), None
 
 
 def _choose(logits: Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
