@@ -265,7 +265,9 @@ class HeadDrafter:
     def _tree(self, base: Tensor, pending: int) -> Draft:
         """Up to ``tree`` nodes, best first: a node's score is the product of the head's probabilities
         (temperature 1) along its path, and each added node offers its ``BRANCH`` likeliest children.
-        Depth is bounded by the rows of ``base`` [depth, V']; the confidence head plays no part."""
+        Depth is bounded by the rows of ``base`` [depth, V']; the confidence head plays no part: stopping
+        paths by it measured no better with bfloat16 weights (open chat 1.67x either way) and worse with
+        float32 (1.07x against 1.18x at its threshold of 0.3), where a chain needs it most."""
         head, vocab = self.head, self.head.vocab
         tokens: list[int] = []
         parents: list[int] = []
