@@ -11,12 +11,10 @@ import torch
 from test_speculative_mc import (
     ALPHA,
     MICRO,
-    NEW,
     chi_square_pvalue,
     draw,
-    exact_distribution,
     micro_pair,
-    warped,
+    transformer_truth,
 )
 
 from lossless.draft.data import TOP, WINDOW, Sequence
@@ -49,11 +47,7 @@ def test_head_drafter_keeps_the_target_distribution_exactly() -> None:
     prompt = [1, 5, 2, 7, 3]
     params = SamplingParams(temperature=0.9, top_k=4)
 
-    def next_probs(seq: list[int]) -> torch.Tensor:
-        with torch.no_grad():
-            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
-
-    truth = exact_distribution(next_probs, prompt, NEW)
+    truth = transformer_truth(target, prompt, params)
     samples, stats = draw(target, HeadDrafter(micro_head(), threshold=0.0), prompt, 3000, params=params)
     assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.drafted > 0
     assert chi_square_pvalue(samples, truth) > ALPHA
@@ -64,14 +58,10 @@ def test_head_sampled_trees_keep_the_target_distribution_exactly() -> None:
     prompt = [1, 5, 2, 7, 3]
     params = SamplingParams(temperature=0.9, top_k=4)
 
-    def next_probs(seq: list[int]) -> torch.Tensor:
-        with torch.no_grad():
-            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
-
     drafter = _Trees(micro_head(), threshold=0.0, tree=5)
     samples, stats = draw(target, drafter, prompt, 3000, params=params)
     assert drafter.branched > 1000 and stats.accept_counts[0] > 0 and stats.accept_counts[2] > 0
-    assert chi_square_pvalue(samples, exact_distribution(next_probs, prompt, NEW)) > ALPHA
+    assert chi_square_pvalue(samples, transformer_truth(target, prompt, params)) > ALPHA
 
 
 def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None:
@@ -79,10 +69,6 @@ def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None
     target, _ = micro_pair()
     prompt = [1, 5, 2, 7, 1, 5]  # the tail "1 5" occurred before: lookup drafts "2 7 1"
     params = SamplingParams(temperature=0.9, top_k=4)
-
-    def next_probs(seq: list[int]) -> torch.Tensor:
-        with torch.no_grad():
-            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
 
     class Sources(HeadDrafter):
         def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
@@ -92,7 +78,7 @@ def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None
             return draft
 
     used: list[str] = []
-    truth = exact_distribution(next_probs, prompt, NEW)
+    truth = transformer_truth(target, prompt, params)
     drafter = Sources(micro_head(), threshold=0.0, lookup=NgramDrafter(3, max_ngram=2, min_ngram=1))
     samples, stats = draw(target, drafter, prompt, 3000, params=params)
     assert used.count("lookup") > 100 and used.count("head") > 100

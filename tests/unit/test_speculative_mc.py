@@ -260,16 +260,23 @@ def micro_pair() -> tuple[Transformer, Transformer]:
     return target, draft
 
 
+def transformer_truth(target: torch.nn.Module, prompt: list[int], params: SamplingParams) -> dict:
+    """`exact_distribution` of a transformer's NEW-token continuations of ``prompt`` under ``params``;
+    no cache reuse: a fresh forward from position 0 for every prefix."""
+
+    def next_probs(seq: list[int]) -> Tensor:
+        with torch.no_grad():
+            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
+
+    return exact_distribution(next_probs, prompt, NEW)
+
+
 def test_tiny_transformer_speculative_matches_exact_distribution() -> None:
     target, draft = micro_pair()
     prompt = [1, 5, 2, 7, 3]
     params = SamplingParams(temperature=0.9, top_k=4)
 
-    def next_probs(seq: list[int]) -> Tensor:  # no cache reuse: a fresh forward from position 0
-        with torch.no_grad():
-            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], params)
-
-    truth = exact_distribution(next_probs, prompt, NEW)
+    truth = transformer_truth(target, prompt, params)
     drafter = ModelDrafter(draft, threshold=0.2)
     samples, stats = draw(target, drafter, prompt, 3000, params=params, k_max=3)
     assert stats.accept_counts[0] > 0 and stats.accept_counts[2] > 0  # rollbacks of every depth

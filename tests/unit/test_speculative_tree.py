@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 import torch
-from test_speculative_mc import ALPHA, NEW, chi_square_pvalue, draw, exact_distribution, micro_pair, warped
+from test_speculative_mc import ALPHA, chi_square_pvalue, draw, micro_pair, transformer_truth
 
 from lossless.engine import speculative
 from lossless.engine.model import Transformer
@@ -76,19 +76,11 @@ class SampledTrees(RandomTrees):
         return Draft(tokens, torch.stack(qs) if qs else None, parents if qs else None)
 
 
-def _micro_truth(target: Transformer) -> dict:
-    def next_probs(seq: list[int]) -> torch.Tensor:
-        with torch.no_grad():
-            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], PARAMS)
-
-    return exact_distribution(next_probs, PROMPT, NEW)
-
-
 def test_sampled_trees_keep_the_target_distribution_exactly() -> None:
     target, _ = micro_pair()
     samples, stats = draw(target, SampledTrees(6), PROMPT, 3000, params=PARAMS)
     assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.accept_counts[2] > 0
-    assert chi_square_pvalue(samples, _micro_truth(target)) > ALPHA
+    assert chi_square_pvalue(samples, transformer_truth(target, PROMPT, PARAMS)) > ALPHA
 
 
 def test_sampled_trees_without_the_residual_between_siblings_fail_the_same_test(
@@ -99,17 +91,13 @@ def test_sampled_trees_without_the_residual_between_siblings_fail_the_same_test(
     target, _ = micro_pair()
     monkeypatch.setattr(speculative, "residual_distribution", lambda p, q: p)
     samples, _ = draw(target, SampledTrees(6), PROMPT, 3000, params=PARAMS)
-    assert chi_square_pvalue(samples, _micro_truth(target)) < ALPHA
+    assert chi_square_pvalue(samples, transformer_truth(target, PROMPT, PARAMS)) < ALPHA
 
 
 def test_random_trees_keep_the_target_distribution_exactly() -> None:
     target, _ = micro_pair()
 
-    def next_probs(seq: list[int]) -> torch.Tensor:
-        with torch.no_grad():
-            return warped(target(torch.tensor([seq]), torch.arange(len(seq)))[0, -1], PARAMS)
-
-    truth = exact_distribution(next_probs, PROMPT, NEW)
+    truth = transformer_truth(target, PROMPT, PARAMS)
     samples, stats = draw(target, RandomTrees(6), PROMPT, 3000, params=PARAMS)  # chosen, not sampled
     assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.accept_counts[2] > 0
     assert chi_square_pvalue(samples, truth) > ALPHA
