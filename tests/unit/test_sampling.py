@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lossless.engine.engine import Engine
-from lossless.engine.sampling import SamplingParams, make_generator, sample, warp
+from lossless.engine.sampling import SamplingParams, inverse_cdf, make_generator, sample, warp
 
 
 def allowed(logits: np.ndarray, temperature: float, top_k: int, top_p: float) -> set[int]:
@@ -76,3 +76,21 @@ def test_greedy_ignores_the_seed(tiny_engine: Engine) -> None:
 def test_top_k_one_is_greedy(tiny_engine: Engine) -> None:
     greedy = generated(tiny_engine, SamplingParams(max_tokens=16, temperature=0.0))
     assert generated(tiny_engine, SamplingParams(max_tokens=16, temperature=1.5, top_k=1, seed=7)) == greedy
+
+
+def test_sample_draws_each_token_with_its_probability() -> None:
+    from scipy.stats import chisquare
+
+    probs = torch.tensor([0.0, 0.5, 0.0, 0.2, 0.3, 0.0]) * 3  # zeros at both ends, total 3
+    gen = make_generator(0)
+    n = 20_000
+    counts = np.bincount([sample(probs, gen) for _ in range(n)], minlength=len(probs))
+    assert counts[[0, 2, 5]].tolist() == [0, 0, 0]
+    expected = (probs / probs.sum()).numpy()[[1, 3, 4]] * n
+    assert chisquare(counts[[1, 3, 4]], expected).pvalue > 1e-4
+
+
+def test_inverse_cdf_never_lands_on_an_empty_slice() -> None:
+    probs = torch.tensor([0.25, 0.0, 0.75, 0.0, 0.0])
+    assert [inverse_cdf(probs, u) for u in (0.0, 0.2499, 0.25, 0.9999)] == [0, 0, 2, 2]
+    assert inverse_cdf(probs, 1.0) == 2  # what u * total rounding up to the total would give

