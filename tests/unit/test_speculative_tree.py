@@ -53,8 +53,15 @@ class RandomTrees:
 
 
 class SampledTrees(RandomTrees):
-    """Random shapes again, but every node's children are independent draws from one random q (the
-    node's), verified by recursive rejection sampling; the shape never looks at the drawn tokens."""
+    """Random shapes again, but every node's children are draws from one random q (the node's),
+    verified by recursive rejection sampling; the shape never looks at the drawn tokens. The draws are
+    independent, or ``distinct`` (without replacement: each sibling's q is the node's without the
+    earlier siblings' tokens, renormalised; ``claim_parent_q`` records the node's q instead, a bug).
+    ``scale`` sharpens the q's (a larger one makes a first draw take more of q's mass)."""
+
+    def __init__(self, nodes: int, distinct: bool = False, claim_parent_q: bool = False, scale: float = 2.0):
+        super().__init__(nodes)
+        self.distinct, self.claim_parent_q, self.scale = distinct, claim_parent_q, scale
 
     def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
         self.hidden.append(hidden)
@@ -65,22 +72,38 @@ class SampledTrees(RandomTrees):
         while level and depth < k and len(tokens) < self.nodes:
             after = []
             for node in level:
-                q = torch.softmax(2 * torch.randn(8, generator=self.rng, dtype=torch.float64), -1)
+                q = torch.softmax(self.scale * torch.randn(8, generator=self.rng, dtype=torch.float64), -1)
+                q_sibling = q
                 for _ in range(int(torch.randint(1, 4, (), generator=self.rng))):
                     if len(tokens) < self.nodes:
-                        tokens.append(int(torch.multinomial(q, 1, generator=generator)))
+                        tokens.append(int(torch.multinomial(q_sibling, 1, generator=generator)))
                         parents.append(node)
-                        qs.append(q)
+                        qs.append(q if self.claim_parent_q else q_sibling)
                         after.append(len(tokens) - 1)
+                        if self.distinct:
+                            q_sibling = q_sibling.clone()
+                            q_sibling[tokens[-1]] = 0.0
+                            q_sibling = q_sibling / q_sibling.sum()
             level, depth = after, depth + 1
         return Draft(tokens, torch.stack(qs) if qs else None, parents if qs else None)
 
 
-def test_sampled_trees_keep_the_target_distribution_exactly() -> None:
+@pytest.mark.parametrize("distinct", [False, True], ids=["independent", "without replacement"])
+def test_sampled_trees_keep_the_target_distribution_exactly(distinct: bool) -> None:
     target, _ = micro_pair()
-    samples, stats = draw(target, SampledTrees(6), PROMPT, 3000, params=PARAMS)
+    drafter = SampledTrees(6, distinct, scale=3.0 if distinct else 2.0)
+    samples, stats = draw(target, drafter, PROMPT, 3000, params=PARAMS)
     assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0 and stats.accept_counts[2] > 0
     assert chi_square_pvalue(samples, transformer_truth(target, PROMPT, PARAMS)) > ALPHA
+
+
+def test_siblings_drawn_without_replacement_but_claiming_the_parents_q_fail_the_same_test() -> None:
+    """Recursive rejection must be given the distribution each sibling was really drawn from (the
+    exact test above draws the same sharp q's)."""
+    target, _ = micro_pair()
+    drafter = SampledTrees(6, True, claim_parent_q=True, scale=3.0)
+    samples, _ = draw(target, drafter, PROMPT, 3000, params=PARAMS)
+    assert chi_square_pvalue(samples, transformer_truth(target, PROMPT, PARAMS)) < ALPHA
 
 
 def test_sampled_trees_without_the_residual_between_siblings_fail_the_same_test(

