@@ -285,7 +285,7 @@ class HeadDrafter:
             neg, depth, parent, j = heapq.heappop(heap)
             tokens.append(int(vocab[j]))
             parents.append(parent)
-            if depth < len(base):
+            if depth < len(base) and len(tokens) < self.tree:  # else its children could not join
                 offer(len(tokens) - 1, depth, tokens[-1], -neg)
         return Draft(tokens, None, parents)
 
