@@ -64,8 +64,10 @@ def test_head_sampled_trees_keep_the_target_distribution_exactly() -> None:
     assert chi_square_pvalue(samples, transformer_truth(target, prompt, params)) > ALPHA
 
 
-def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None:
-    """Copying where the text repeats, the head elsewhere: still only another q per step."""
+@pytest.mark.parametrize("tree", [0, 4], ids=["chain", "grafted tree"])
+def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly(tree: int) -> None:
+    """Copying where the text repeats, the head elsewhere: still only another q per step. With trees,
+    a sampled step's lookup chain and the head's draws are siblings in one tree."""
     target, _ = micro_pair()
     prompt = [1, 5, 2, 7, 1, 5]  # the tail "1 5" occurred before: lookup drafts "2 7 1"
     params = SamplingParams(temperature=0.9, top_k=4)
@@ -74,16 +76,49 @@ def test_head_with_prompt_lookup_keeps_the_target_distribution_exactly() -> None
         def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
             draft = super().propose(context, k, params, generator, hidden)
             if draft.tokens:
-                used.append("lookup" if self.looked_up else "head")
+                used.append("head" if not self.looked_up else "grafted" if self.grafted else "lookup")
             return draft
 
     used: list[str] = []
     truth = transformer_truth(target, prompt, params)
-    drafter = Sources(micro_head(), threshold=0.0, lookup=NgramDrafter(3, max_ngram=2, min_ngram=1))
+    lookup = NgramDrafter(3, max_ngram=2, min_ngram=1)
+    drafter = Sources(micro_head(), threshold=0.0, lookup=lookup, tree=tree)
     samples, stats = draw(target, drafter, prompt, 3000, params=params)
-    assert used.count("lookup") > 100 and used.count("head") > 100
+    assert used.count("grafted" if tree else "lookup") > 100 and used.count("head") > 100
     assert stats.accept_counts[0] > 0 and stats.accept_counts[1] > 0
     assert chi_square_pvalue(samples, truth) > ALPHA
+
+
+def test_a_grafted_lookup_chain_is_told_only_what_its_own_branch_accepted() -> None:
+    """The lookup's adaptive length must hear how much of *its* chain survived, not the head's."""
+    target, _ = micro_pair()
+    heard: list[tuple[int, int]] = []
+    chains: list[list[int]] = []
+
+    class Lookup(NgramDrafter):
+        def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+            draft = super().propose(context, k, params, generator, hidden)
+            chains.append(draft.tokens)
+            return draft
+
+        def observe(self, drafted: int, accepted: int) -> None:
+            heard.append((drafted, accepted))
+            super().observe(drafted, accepted)
+
+    drafter = HeadDrafter(micro_head(), threshold=0.0, lookup=Lookup(3, max_ngram=2, min_ngram=1), tree=4)
+    want: list[tuple[int, int]] = []
+    gen, params = torch.Generator().manual_seed(0), SamplingParams(temperature=0.9, top_k=4)
+    for _ in range(40):
+        steps = speculative_decode(target, drafter, [1, 5, 2, 7, 1, 5], params, max_new_tokens=12, k_max=3,
+                                   generator=gen)  # fmt: skip
+        for step, chain in zip(list(steps)[1:-1], chains, strict=False):  # the last step is never heard
+            if chain:
+                on_chain = step.token_ids[0] == chain[0]
+                want.append((len(chain), len(step.token_ids) - 1 if on_chain else 0))
+        chains.clear()
+    assert heard == want
+    assert any(a == 0 for _, a in heard) and any(a > 0 for _, a in heard)
+    assert any(a == 0 and d > 0 for d, a in heard)
 
 
 class _Trees(HeadDrafter):

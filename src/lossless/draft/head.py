@@ -197,13 +197,17 @@ class HeadDrafter:
         self.window: Tensor  # the target's last W hidden states, in the head's dtype
         self.begin(())
         self.confidences: list[float] = []  # conf_k of the last draft's positions (the head's)
-        self.looked_up = False  # the last draft came from ``lookup``
+        self.looked_up = False  # the last draft came from ``lookup`` (alone or grafted)
+        # a sampled step's lookup chain grafted beside the head's tree: (chain, its position in the
+        # context, tokens the step accepted), until the next context shows which branch was taken
+        self.grafted: tuple[list[int], int, int] | None = None
         # (conf_k, accepted) for every drafted position that verification reached: the confidence
         # head's calibration as served (benchmarks read it; bounded, it keeps the latest only)
         self.outcomes: deque[tuple[float, bool]] = deque(maxlen=100_000)
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         self.window = torch.zeros(0, self.head.config.dim, dtype=self.head.out_embed.dtype)
+        self.grafted = None
         if self.lookup is not None:
             self.lookup.begin(prompt_ids)
 
@@ -219,13 +223,15 @@ class HeadDrafter:
         if hidden is not None:
             self.window = torch.cat([self.window, hidden.to(dtype)])[-w:]
         self.confidences = []
+        if self.grafted is not None and self.lookup is not None:
+            self.lookup.observe(*self._chain_outcome(context))
         copied = (
             self.lookup.propose(context, k, params, generator, hidden) if self.lookup else Draft([], None)
         )
         self.looked_up = bool(copied.tokens)
-        if self.looked_up:
-            return copied
         n = min(len(self.window), len(context) - 1, w)
+        if self.looked_up and (params.greedy or not self.tree or n == 0):
+            return copied
         if k <= 0 or n == 0:
             return Draft([], None)
         head, vocab = self.head, self.head.vocab
@@ -240,7 +246,11 @@ class HeadDrafter:
             if self.tree and params.greedy:
                 return self._tree(base, int(context[-1]))
             if self.tree:
-                return self._sampled_tree(s, base, int(context[-1]), params, generator)
+                tree = self._sampled_tree(s, base, int(context[-1]), params, generator)
+                if self.looked_up:
+                    self.grafted = (copied.tokens, len(context), 0)
+                    return _graft(copied.tokens, tree, head.config.vocab_size)
+                return tree
             tokens: list[int] = []
             qs: list[Tensor] = []
             prev, survive = int(context[-1]), 1.0
@@ -262,6 +272,16 @@ class HeadDrafter:
         q_full = torch.zeros(len(qs), head.config.vocab_size)
         q_full[:, vocab] = torch.stack(qs)  # q = 0 outside the draft vocabulary
         return Draft(tokens, q_full)
+
+    def _chain_outcome(self, context: Sequence[int]) -> tuple[int, int]:
+        """(drafted, accepted) of the last step's grafted lookup chain: its first token was accepted
+        exactly when it is the step's first emitted token (once it is rejected, recursive rejection
+        leaves it no probability, so nothing else emits it), and then the whole accepted path is the
+        chain's."""
+        assert self.grafted is not None
+        chain, at, accepted = self.grafted
+        self.grafted = None
+        return len(chain), accepted if len(context) > at and context[at] == chain[0] else 0
 
     def _tree(self, base: Tensor, pending: int) -> Draft:
         """Up to ``tree`` nodes, best first: a node's score is the product of the head's probabilities
@@ -325,7 +345,9 @@ class HeadDrafter:
         return Draft(tokens, q_full, parents)
 
     def observe(self, drafted: int, accepted: int) -> None:
-        if self.looked_up and self.lookup is not None:
+        if self.grafted is not None:  # which branch was accepted shows in the next context
+            self.grafted = (self.grafted[0], self.grafted[1], accepted)
+        elif self.looked_up and self.lookup is not None:
             self.lookup.observe(drafted, accepted)
         # position i was reached when the i before it were accepted
         for i, conf in enumerate(self.confidences[: min(drafted, accepted + 1)]):
@@ -348,3 +370,18 @@ def _without_replacement(q: Tensor, n: int, generator: torch.Generator | None) -
             break
         q = rest / mass
     return out
+
+
+def _graft(chain: list[int], tree: Draft, vocab_size: int) -> Draft:
+    """Prompt lookup's chain, then the head's sampled tree beside it as one tree: the chain's first
+    token is tried first and the head's draws against what its rejection leaves. A chosen token is a
+    draw from a one-hot q, so recursive rejection stays exact (for the chain alone it is the chain's
+    rule)."""
+    m = len(chain)
+    one_hot = torch.zeros(m, vocab_size)
+    one_hot[torch.arange(m), torch.tensor(chain)] = 1.0
+    chain_parents = list(range(-1, m - 1))
+    if tree.q is None or tree.parents is None:
+        return Draft(chain, one_hot, chain_parents)
+    parents = chain_parents + [p + m if p >= 0 else -1 for p in tree.parents]
+    return Draft(chain + tree.tokens, torch.cat([one_hot, tree.q]), parents)
