@@ -186,8 +186,10 @@ class HeadDrafter:
 
     With ``lookup`` (an n-gram drafter), a step whose context ends in text seen before drafts what
     followed it instead, as `NgramDrafter` would (it backs off by itself where copying fails): the head
-    learned open text, and copying input is what prompt lookup does best. Which one drafts depends on
-    the context and past outcomes only, so the choice is non-anticipating and the output stays exact.
+    learned open text, and copying input is what prompt lookup does best. A sampled step with a tree
+    drafts both: the lookup's chain and the head's draws as siblings, the chain tried first. Which one
+    drafts depends on the context and past outcomes only, so the choice is non-anticipating and the
+    output stays exact.
     """
 
     def __init__(
