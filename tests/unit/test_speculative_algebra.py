@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch import Tensor
 
@@ -64,11 +64,12 @@ def test_top_k_masked_target() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.floats(0, 1), min_size=2, max_size=12).filter(lambda xs: sum(xs) > 1e-6),
-    st.lists(st.floats(0, 1), min_size=2, max_size=12).filter(lambda xs: sum(xs) > 1e-6),
+    st.lists(st.floats(0, 1), min_size=2, max_size=12),
+    st.lists(st.floats(0, 1), min_size=2, max_size=12),
 )
 def test_algebra_holds_for_any_pair(ps: list[float], qs: list[float]) -> None:
     n = min(len(ps), len(qs))
+    assume(sum(ps[:n]) > 1e-6 and sum(qs[:n]) > 1e-6)  # both must be distributions once cut to n
     p, q = dist(*ps[:n]), dist(*qs[:n])
     assert torch.allclose(emitted_distribution(p, q), p, rtol=0, atol=1e-12)
 
