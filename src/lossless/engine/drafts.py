@@ -54,8 +54,8 @@ DSPARK_THRESHOLD = {"bfloat16": 0.1, "float32": 0.3}
 # dspark: a tree of up to 4 candidates per step (`HeadDrafter`: the likeliest for greedy requests, three
 # distinct draws for the first position of sampled ones). Open chat, benchmarks/speculative_speed.py,
 # bfloat16: greedy 1.68x against one chain's 1.28x, temperature 1 1.29x against 1.26x (accepted length
-# 1.56 against 1.44); trees of 2-10 measured, 4 best. float32 (two draws then): greedy 1.12x against
-# 0.90x, temperature 1 0.84x vs 0.88x.
+# 1.56 against 1.44); trees of 2-10 measured, 4 best. float32: greedy 1.13x against 0.90x, temperature
+# 1 0.96x against 0.87x.
 DEFAULT_TREE = {"dspark": 4}
 
 
