@@ -330,11 +330,10 @@ def main() -> None:
             for i, ids in enumerate(prompts):
                 for seed in range(i, i + (opts.seeds if temp > 0 else 1) * len(prompts), len(prompts)):
                     params = SamplingParams(max_tokens=opts.max_tokens, temperature=temp, seed=seed)
+                    warm_up = seed == 0 and (suite, temp) == (opts.suites[0], opts.temps[0])
                     for name, run in methods.items():
-                        if seed == 0 and (suite, temp) == (opts.suites[0], opts.temps[0]):
-                            run(
-                                ids, SamplingParams(max_tokens=8, temperature=temp, seed=0), Result()
-                            )  # warm-up
+                        if warm_up:
+                            run(ids, SamplingParams(max_tokens=8, temperature=temp, seed=0), Result())
                         run(ids, params, results.setdefault((suite, temp, name), Result()))
                 print(f"{suite} t={temp} prompt {i + 1}/{len(prompts)} done", file=sys.stderr)
             if opts.json:  # as we go: a long run that fails late keeps what it measured

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from lossless.engine.model import RMSNorm
 from lossless.engine.sampling import SamplingParams, sample, warp
-from lossless.engine.speculative import Draft
+from lossless.engine.speculative import Draft, one_hot_q
 from lossless.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -200,9 +200,9 @@ class HeadDrafter:
         self.begin(())
         self.confidences: list[float] = []  # conf_k of the last draft's positions (the head's)
         self.looked_up = False  # the last draft came from ``lookup`` (alone or grafted)
-        # a sampled step's lookup chain grafted beside the head's tree: (chain, its position in the
-        # context, tokens the step accepted), until the next context shows which branch was taken
-        self.grafted: tuple[list[int], int, int] | None = None
+        # a sampled step's lookup chain grafted beside the head's tree, and where its step's tokens
+        # begin in the context: kept until the next context shows which branch was taken
+        self.grafted: tuple[list[int], int] | None = None
         # (conf_k, accepted) for every drafted position that verification reached: the confidence
         # head's calibration as served (benchmarks read it; bounded, it keeps the latest only)
         self.outcomes: deque[tuple[float, bool]] = deque(maxlen=100_000)
@@ -250,7 +250,7 @@ class HeadDrafter:
             if self.tree:
                 tree = self._sampled_tree(s, base, int(context[-1]), params, generator)
                 if self.looked_up:
-                    self.grafted = (copied.tokens, len(context), 0)
+                    self.grafted = (copied.tokens, len(context))
                     return _graft(copied.tokens, tree, head.config.vocab_size)
                 return tree
             tokens: list[int] = []
@@ -271,9 +271,13 @@ class HeadDrafter:
                 qs.append(q)
         if not tokens:
             return Draft([], None)
-        q_full = torch.zeros(len(qs), head.config.vocab_size)
-        q_full[:, vocab] = torch.stack(qs)  # q = 0 outside the draft vocabulary
-        return Draft(tokens, q_full)
+        return Draft(tokens, self._full_vocabulary(qs))
+
+    def _full_vocabulary(self, qs: list[Tensor]) -> Tensor:
+        """Draft-vocabulary distributions [V'] each -> [n, V], q = 0 outside the draft vocabulary."""
+        q_full = torch.zeros(len(qs), self.head.config.vocab_size)
+        q_full[:, self.head.vocab] = torch.stack(qs)
+        return q_full
 
     def _chain_outcome(self, context: Sequence[int]) -> tuple[int, int]:
         """(drafted, accepted) of the last step's grafted lookup chain: its first token was accepted
@@ -281,9 +285,9 @@ class HeadDrafter:
         leaves it no probability, so nothing else emits it), and then the whole accepted path is the
         chain's."""
         assert self.grafted is not None
-        chain, at, accepted = self.grafted
+        chain, at = self.grafted  # the step emitted context[at:], its accepted tokens and one more
         self.grafted = None
-        return len(chain), accepted if len(context) > at and context[at] == chain[0] else 0
+        return len(chain), len(context) - at - 1 if context[at] == chain[0] else 0
 
     def _tree(self, base: Tensor, pending: int) -> Draft:
         """Up to ``tree`` nodes, best first: a node's score is the product of the head's probabilities
@@ -342,14 +346,11 @@ class HeadDrafter:
             level = after
         if not tokens:
             return Draft([], None)
-        q_full = torch.zeros(len(qs), head.config.vocab_size)
-        q_full[:, vocab] = torch.stack(qs)
-        return Draft(tokens, q_full, parents)
+        return Draft(tokens, self._full_vocabulary(qs), parents)
 
     def observe(self, drafted: int, accepted: int) -> None:
-        if self.grafted is not None:  # which branch was accepted shows in the next context
-            self.grafted = (self.grafted[0], self.grafted[1], accepted)
-        elif self.looked_up and self.lookup is not None:
+        # a grafted chain's outcome is read from the next context instead (`_chain_outcome`)
+        if self.looked_up and self.lookup is not None and self.grafted is None:
             self.lookup.observe(drafted, accepted)
         # position i was reached when the i before it were accepted
         for i, conf in enumerate(self.confidences[: min(drafted, accepted + 1)]):
@@ -380,8 +381,7 @@ def _graft(chain: list[int], tree: Draft, vocab_size: int) -> Draft:
     draw from a one-hot q, so recursive rejection stays exact (for the chain alone it is the chain's
     rule)."""
     m = len(chain)
-    one_hot = torch.zeros(m, vocab_size)
-    one_hot[torch.arange(m), torch.tensor(chain)] = 1.0
+    one_hot = one_hot_q(chain, vocab_size)
     chain_parents = list(range(-1, m - 1))
     if tree.q is None or tree.parents is None:
         return Draft(chain, one_hot, chain_parents)

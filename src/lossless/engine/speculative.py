@@ -260,13 +260,16 @@ def _verify(
         hidden = model(inp, torch.arange(start, start + k + 1), return_hidden=True)[0]  # [k+1, dim]
         logits = model.output(hidden)  # [k+1, V]
     p = warp(logits, params.temperature, params.top_k, params.top_p)  # [k+1, V], the same warp as q
-    if draft.q is None:  # a model-free draft: q is one-hot on the drafted token
-        index = torch.tensor(draft.tokens, dtype=torch.long)[:, None]  # [k, 1]
-        q = torch.zeros(k, p.shape[-1], dtype=p.dtype).scatter_(-1, index, 1.0)
-    else:
-        q = draft.q.to(p.dtype)  # [k, V]
+    # [k, V]; a model-free draft (q None): one-hot on the drafted tokens
+    q = one_hot_q(draft.tokens, p.shape[-1], p.dtype) if draft.q is None else draft.q.to(p.dtype)
     n, nxt = accept(p, q, draft.tokens, generator, params.greedy)
     return Accepted([*draft.tokens[:n], nxt], logits[: n + 1]), hidden[: n + 1]
+
+
+def one_hot_q(tokens: Sequence[int], vocab_size: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    """[k, V]: the distributions chosen tokens were "drawn" from, each all mass on its token."""
+    index = torch.tensor(list(tokens), dtype=torch.long)[:, None]  # [k, 1]
+    return torch.zeros(len(index), vocab_size, dtype=dtype).scatter_(-1, index, 1.0)
 
 
 def _verify_tree(
