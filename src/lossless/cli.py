@@ -290,6 +290,13 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
 @click.option("--max-tokens", default=None, type=click.IntRange(1), help="Per request [64; quick: 24].")
 @click.option("--verify-budget", default=None, help="small|default|large or PxSxT [5x12x16; quick: 3x4x12].")
 @click.option("--model", default=None, help="Embedded model name or checkpoint path (GGUF or HF folder).")
+@click.option(
+    "--speculative",
+    default=None,
+    help="The speculative server's drafter: dspark, ngram or draft:PATH [dspark for the embedded model, "
+    "whose head it is; ngram for another].",
+)
+@click.option("--dtype", default="bfloat16", show_default=True, type=click.Choice(["float32", "bfloat16"]))
 @click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0), help="Benchmark's.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @_friendly_errors
