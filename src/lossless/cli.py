@@ -288,7 +288,7 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
 @click.option("--quick", is_flag=True, help="A reduced budget for CI: 4 requests per suite, 24 tokens.")
 @click.option("--requests", default=None, type=click.IntRange(1), help="Per suite and mode [6; quick: 4].")
 @click.option("--max-tokens", default=None, type=click.IntRange(1), help="Per request [64; quick: 24].")
-@click.option("--verify-budget", default=None, help="small|default|large or PxSxT [5x12x16; quick: 3x4x12].")
+@click.option("--verify-budget", default=None, help="small|default|large or PxSxT [6x14x16; quick: 3x4x12].")
 @click.option("--model", default=None, help="Embedded model name or checkpoint path (GGUF or HF folder).")
 @click.option(
     "--speculative",
