@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from lossless.errors import UsageError
-from lossless.records import CONTENT, TOKEN_KINDS, RequestRecord
+from lossless.records import CONTENT, IDENTITY_HEADERS, TOKEN_KINDS, RequestRecord
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
 SLO_METRICS = ("ttft", "tpot", "e2e", "ttfb")
@@ -227,6 +227,7 @@ def _entry(
     entry["throughput"] = _throughput(ok, t, window, slo)
     entry["server_ms"] = _server(ok, seed)
     entry["cost_per_ok_request_usd"] = _cost(attempts, len(ok), price)
+    entry["served_by"] = served_by(final)
     if by_class:
         classes: dict[str, list[RequestRecord]] = {}
         for r in attempts:
@@ -264,7 +265,7 @@ def _metrics(ok: Sequence[RequestRecord], t: Sequence[Timing], seed: int) -> dic
         "inter_chunk_ms": d((g for x in t for g in x.gaps), ci=False),
         "itl_ms": d((g for x in t for g in x.itl), ci=False),
         "n_out": d(r.n_out for r in ok),
-        # "usage", "tokenizer:NAME" or "none"; with "none" there is no TPOT or output speed, by design
+        # "usage", "tokenizer:NAME", "chunks" (no usage and no tokenizer: TPOT is time per chunk) or "none"
         "n_out_sources": _count(r.n_out_source for r in ok),
     }
 
@@ -288,6 +289,25 @@ def _throughput(
         "output_tokens_per_s": sum(r.n_out or 0 for r in ok) / window,
         "requests_per_s": len(ok) / window,
         "goodput_requests_per_s": good,
+    }
+
+
+def served_by(records: Iterable[RequestRecord]) -> dict[str, Any]:
+    """The distinct answers to "who served it", with how many requests gave each: the response's model
+    and system_fingerprint, and each identifying header. One value each is one deployment, as far as
+    the server lets it show; several say the URL led to more than one."""
+    answered = [r for r in records if r.status == 200]
+    headers: dict[str, list[str]] = {}
+    for r in answered:
+        for name, value in r.server_headers:
+            if name in IDENTITY_HEADERS:
+                headers.setdefault(name, []).append(value)
+    return {
+        "model": _count(r.served_model for r in answered if r.served_model is not None),
+        "system_fingerprint": _count(
+            r.system_fingerprint for r in answered if r.system_fingerprint is not None
+        ),
+        "headers": {name: _count(values) for name, values in sorted(headers.items())},
     }
 
 

@@ -10,9 +10,9 @@ import asyncio
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,10 @@ from lossless.client.call import CallOptions
 from lossless.errors import UsageError
 from lossless.records import RequestRecord, read_jsonl, write_jsonl
 from lossless.run import BenchConfig, LoadLevel, OnRecord, loop_factory, run_bench
+from lossless.tokens import TokenCounter, fill_n_out, listed_models, load_token_counter
 from lossless.workload.prompts import prompts
 
 Summary = dict[str, Any]
-TokenCounter = Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,8 @@ def plan(options: BenchOptions, embedded: ep.Endpoint | None = None) -> BenchCon
         found = ep.from_urls(o.urls, o.model, o.api_key_env)
     for endpoint in found:
         ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+        if endpoint.tokenizer:
+            load_token_counter(endpoint.tokenizer)  # a file that is no tokenizer fails before any traffic
     prompts(o.suite, random.Random(0))  # an unknown suite fails before any traffic
     if o.rate is not None and o.concurrency is not None:
         raise UsageError("choose --concurrency (closed loop) or --rate (open loop), not both")
@@ -128,12 +130,12 @@ def _measure(
     loop_name, factory = loop_factory()
     with _progress(total) as on_record, asyncio.Runner(loop_factory=factory) as runner:
         result = runner.run(run_bench(config, on_record=on_record))
-    records = result.records
-    if count is not None and options.tokenizer:
-        # Counted after the run, never on the event loop: tokenizing would delay other streams' timestamps.
-        records = [count_n_out(r, count, options.tokenizer) for r in records]
-        if config.records_path is not None:
-            write_jsonl_replacing(config.records_path, records)
+    given = None if count is None or not options.tokenizer else (options.tokenizer, count)
+    records = fill_n_out(
+        result.records, config.endpoints, given, lambda e: listed_models(e, config.connect_timeout)
+    )
+    if config.records_path is not None and records != result.records:
+        write_jsonl_replacing(config.records_path, records)
     prices = {e.name: (e.price_in, e.price_out) for e in config.endpoints}
     summary = summarize(records, prices, spec=result.spec, slo=slo, stall_s=options.stall_threshold)
     summary["tokenizer"] = options.tokenizer
@@ -213,53 +215,13 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-# --- N_out without usage ----------------------------------------------------------------------------
-
-
-def load_token_counter(spec: str) -> TokenCounter:
-    """``--tokenizer``: a tokenizer.json, a Hugging Face folder holding one, a GGUF file, or an embedded
-    model's name -> a function counting the tokens of a whole text (no special tokens added)."""
-    try:
-        from lossless.engine.tokenizer import Tokenizer
-    except ModuleNotFoundError as exc:
-        raise UsageError(
-            f"--tokenizer needs the {exc.name!r} package: pip install 'lossless[engine]'"
-        ) from None
-    from lossless.models import resolve
-
-    path = resolve(spec, pull_missing=True)
-    if path.is_dir():
-        path = path / "tokenizer.json"
-    tokenizer = Tokenizer.from_json(path, {}) if path.suffix == ".json" else _gguf_tokenizer(path)
-    return lambda text: len(tokenizer.encode(text, add_special=False))
-
-
-def _gguf_tokenizer(path: Path) -> Any:
-    # The engine's own GGUF reader (it imports torch: paid only by those who ask for a GGUF tokenizer).
-    from gguf import GGUFReader
-
-    from lossless.engine import gguf
-
-    return gguf._tokenizer(gguf._metadata(GGUFReader(str(path))), path)
-
-
-def count_n_out(record: RequestRecord, count: TokenCounter, name: str) -> RequestRecord:
-    """N_out of a record without usage: its whole answer and reasoning text through the tokenizer (never
-    chunk by chunk: token boundaries do not follow chunk boundaries). Tool-call text is not kept in
-    records, so an answer with tool calls stays uncounted rather than undercounted."""
-    if record.n_out is not None or record.status != 200 or record.tool_call_chars:
-        return record
-    n = count(record.reasoning_text) + count(record.text)
-    return replace(record, n_out=n, n_out_source=f"tokenizer:{name}")
+# --- helpers ----------------------------------------------------------------------------------------
 
 
 def write_jsonl_replacing(path: Path, records: list[RequestRecord]) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     write_jsonl(tmp, records)
     tmp.replace(path)
-
-
-# --- helpers ----------------------------------------------------------------------------------------
 
 
 @contextmanager

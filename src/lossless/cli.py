@@ -252,9 +252,22 @@ def probe(url: str | None, **opts: Any) -> None:
 @click.option("--candidate-model", default=None, help="Model name sent to CANDIDATE (default: --model).")
 @click.option("--api-key-env", default=None, help="Environment variable holding BASELINE's API key.")
 @click.option("--candidate-api-key-env", default=None, help="CANDIDATE's (default: --api-key-env).")
+@click.option(
+    "--endpoints",
+    "endpoints_file",
+    type=click.Path(path_type=Path),
+    help="TOML with a [baseline] and a [candidate] table (URL, model, key, body, headers), instead of URLs.",
+)
 @click.option("--budget", default="default", show_default=True, help="small|default|large or PxSxT.")
 @click.option("--api", default="completions", show_default=True, type=click.Choice(["completions", "chat"]))
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--timeout",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds for one request; a slower one counts as failed and the run goes on.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Verdict as JSON on stdout (the table goes to stderr).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write verify.json here.")
 @click.option("--html", type=click.Path(path_type=Path), help="Write a self-contained HTML report here.")

@@ -11,6 +11,7 @@ the environment only when the HTTP client is built, and lives in that client's h
     body = { reasoning_effort = "low" }     # extra request fields (optional)
     headers = { "x-team" = "bench" }        # extra headers (optional)
     price = { input = 0.15, output = 0.60 } # USD per million tokens (optional)
+    tokenizer = "path/to/tokenizer.json"    # counts output tokens if the server sends no usage (optional)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Endpoint:
     headers: Mapping[str, str] = field(default_factory=dict)  # extra request headers
     price_in: float | None = None  # USD per million input tokens
     price_out: float | None = None  # USD per million output tokens
+    tokenizer: str | None = None  # counts N_out when the server sends no usage: tokenizer.json, GGUF, name
 
 
 def api_key(endpoint: Endpoint) -> str | None:
@@ -69,12 +71,7 @@ def from_urls(urls: Sequence[str], model: str | None, api_key_env: str | None) -
 
 
 def load_toml(path: Path) -> tuple[Endpoint, ...]:
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read endpoints file {path}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"endpoints file {path} is not valid TOML: {exc}") from exc
+    doc = _read_toml(path)
     tables = doc.get("endpoint")
     if not isinstance(tables, list) or not tables:
         raise UsageError(f"endpoints file {path} has no [[endpoint]] tables")
@@ -85,10 +82,60 @@ def load_toml(path: Path) -> tuple[Endpoint, ...]:
     return endpoints
 
 
+def load_pair(path: Path) -> tuple[Endpoint, Endpoint]:
+    """verify's two sides from a TOML file with a ``[baseline]`` and a ``[candidate]`` table (the same
+    fields as an ``[[endpoint]]``, ``name`` optional): each side with its own URL, model, key, headers
+    and extra body fields, e.g. one endpoint with reasoning on against itself with it off.
+
+        [baseline]
+        base_url = "https://api.example.com/v1"
+        model = "m"
+        [candidate]
+        base_url = "https://api.example.com/v1"
+        model = "m"
+        body = { reasoning_effort = "none" }
+    """
+    doc = _read_toml(path)
+    unknown = set(doc) - {"baseline", "candidate"}
+    if unknown or not {"baseline", "candidate"} <= set(doc):
+        raise UsageError(
+            f"endpoints file {path}: expected a [baseline] and a [candidate] table, got {sorted(doc)}"
+        )
+    sides = []
+    for side in ("baseline", "candidate"):
+        table = doc[side]
+        if isinstance(table, dict):
+            table = {"name": side, **table}
+        sides.append(_endpoint(table, f"{path} [{side}]"))
+    return sides[0], sides[1]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read endpoints file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"endpoints file {path} is not UTF-8 text: {exc.reason}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"endpoints file {path} is not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise UsageError(f"endpoints file {path} nests too deeply") from None
+
+
 def _endpoint(table: Any, where: str) -> Endpoint:
     if not isinstance(table, dict):
         raise UsageError(f"{where} is not a table")
-    unknown = set(table) - {"name", "base_url", "model", "api_key_env", "body", "headers", "price"}
+    unknown = set(table) - {
+        "name",
+        "base_url",
+        "model",
+        "api_key_env",
+        "body",
+        "headers",
+        "price",
+        "tokenizer",
+    }
     if unknown:
         raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     for key in ("name", "base_url", "model"):
@@ -97,6 +144,9 @@ def _endpoint(table: Any, where: str) -> Endpoint:
     key_env = table.get("api_key_env")
     if key_env is not None and not isinstance(key_env, str):
         raise UsageError(f"{where}: 'api_key_env' must be the name of an environment variable")
+    tokenizer = table.get("tokenizer")
+    if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer):
+        raise UsageError(f"{where}: 'tokenizer' must be a path or an embedded model's name")
     body, headers = table.get("body", {}), table.get("headers", {})
     if not isinstance(body, dict) or not isinstance(headers, dict):
         raise UsageError(f"{where}: 'body' and 'headers' must be tables")
@@ -110,6 +160,7 @@ def _endpoint(table: Any, where: str) -> Endpoint:
         headers={str(k): str(v) for k, v in headers.items()},
         price_in=price_in,
         price_out=price_out,
+        tokenizer=tokenizer,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,6 +20,12 @@ TOOL = "t"  # tool-call deltas
 USAGE = "u"  # usage-only chunk (no text): never a token time
 EMPTY = "n"  # role-only, finish-only or otherwise empty chunk
 TOKEN_KINDS = frozenset(CONTENT + REASONING + TOOL)
+# Response headers that name the software or machine that answered ("was it the same deployment?"),
+# kept in ``server_headers``. A list of names, not a pattern: anything else a response carries (cookies,
+# account ids) is never kept.
+IDENTITY_HEADERS = frozenset(
+    {"server", "via", "x-served-by", "x-powered-by", "x-server", "x-backend", "x-model", "openai-model"}
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,9 @@ class RequestRecord:
     text: str  # answer text
     reasoning_text: str
     tool_call_chars: int  # characters of tool-call names and arguments
-    server_headers: tuple[tuple[str, str], ...]  # raw timing / id headers, parsed in analyze
+    server_headers: tuple[tuple[str, str], ...]  # raw timing, id and identity headers, parsed in analyze
+    served_model: str | None = None  # the response's "model" (what the server says it ran)
+    system_fingerprint: str | None = None  # the response's system_fingerprint (its backend configuration)
 
     @property
     def ok(self) -> bool:
@@ -60,6 +68,7 @@ class RequestRecord:
 
 
 _FIELDS = tuple(f.name for f in fields(RequestRecord))
+_DEFAULTED = frozenset(f.name for f in fields(RequestRecord) if f.default is not MISSING)
 _TUPLES = ("event_ns", "event_tokens")
 
 
@@ -69,7 +78,8 @@ def to_json(record: RequestRecord) -> str:
 
 def from_json(line: str) -> RequestRecord:
     raw: dict[str, Any] = json.loads(line)
-    values = {name: raw[name] for name in _FIELDS}
+    # fields added later have defaults: records written by an older version still read
+    values = {name: raw[name] for name in _FIELDS if name in raw or name not in _DEFAULTED}
     for name in _TUPLES:
         values[name] = tuple(values[name])
     values["server_headers"] = tuple((k, v) for k, v in values["server_headers"])

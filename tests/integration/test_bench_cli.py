@@ -121,17 +121,15 @@ def _tokenizer_json(folder: Path) -> Path:
     return path
 
 
-def test_no_usage_counts_nothing_unless_a_tokenizer_is_declared(
-    server: ScriptedServer, tmp_path: Path
-) -> None:
+def test_no_usage_counts_chunks_unless_a_tokenizer_is_found(server: ScriptedServer, tmp_path: Path) -> None:
     server.script({"steps": [[0.005, "content", 2]] * 4, "usage": "none"})
     args = ["bench", server.url, "--model", "m", "--requests", "4", "--json"]
     plain = CliRunner().invoke(main, args)
     assert plain.exit_code == 0, plain.output
     (entry,) = json.loads(plain.stdout)["endpoints"]
-    assert entry["n_out_sources"] == {"none": 4} and entry["n_out"] == {"n": 0}
-    assert entry["tpot_ms"] == {"n": 0}  # no invented counts, so no TPOT
-    assert "output tokens unknown for 4 requests" in plain.stderr
+    assert entry["n_out_sources"] == {"chunks": 4} and entry["n_out"]["p50"] == 4  # labelled, not tokens
+    assert entry["tpot_ms"]["n"] == 4  # time per chunk: the headline metric is never silently blank
+    assert "counted in chunks, not tokens" in " ".join(plain.stderr.split())
 
     path = _tokenizer_json(tmp_path)
     out = tmp_path / "out"
@@ -178,10 +176,10 @@ def test_lengths_suite_is_broken_down_by_class(server: ScriptedServer, tmp_path:
 def test_tool_calls_stay_uncounted_and_usage_is_kept(server: ScriptedServer) -> None:
     import asyncio
 
-    from lossless.bench import count_n_out
     from lossless.client.call import CallOptions
     from lossless.endpoints import Endpoint
     from lossless.run import BenchConfig, run_bench
+    from lossless.tokens import count_n_out
 
     server.script({"steps": [[0.0, "content", 2], [0.0, "tool", 1]], "usage": "none"})
     cfg = BenchConfig((Endpoint("s", server.url, "m"),), CallOptions("chat", True, 8, 5.0, 5.0), requests=1)
@@ -209,7 +207,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.mark.slow
 def test_gguf_tokenizer_by_name_and_path(smollm2_path: Path) -> None:
-    from lossless.bench import load_token_counter
+    from lossless.tokens import load_token_counter
 
     by_path, by_name = load_token_counter(str(smollm2_path)), load_token_counter("smollm2-135m-instruct")
     text = "Hello world, this is a test of the tokenizer."

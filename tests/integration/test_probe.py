@@ -47,6 +47,7 @@ def test_provider_habits_are_each_classified(provider_url: str) -> None:
     assert got["n=3"] == "rejected"
     assert got["stop"] == "honoured"
     assert got["seed"] == "honoured"
+    assert got["temperature=1 samples"] == "honoured"
     assert got["temperature=0 repeatable"] == "honoured"
     assert got["logprobs"] == "honoured"
     assert got["top_logprobs=3"] == "honoured"
@@ -83,7 +84,8 @@ def test_our_server_is_probed_for_what_it_really_does(tiny_checkpoint: Path) -> 
     # protocol.py: unknown fields accepted (and named in a header), n > 1 refused, the rest honoured
     assert got["unknown field lossless_canary_field"] == "ignored"
     assert got["n=3"] == "rejected"
-    for name in ("max_tokens=5", "stop", "seed", "temperature=0 repeatable", "logprobs", "top_logprobs=3",
+    for name in ("max_tokens=5", "stop", "seed", "temperature=1 samples", "temperature=0 repeatable",
+                 "logprobs", "top_logprobs=3",
                  "stream_options.include_usage", "usage.prompt_tokens stable",
                  "stream == non-stream (temperature 0)"):  # fmt: skip
         assert got[name] == "honoured", name

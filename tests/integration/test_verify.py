@@ -171,3 +171,37 @@ def test_embedded_speculative_against_plain_smollm2(smollm2_path: Path) -> None:
     assert doc["verdict"] in ("equivalent", "inconclusive"), doc["reasons"]
     assert result.exit_code == {"equivalent": 0, "inconclusive": 3}[doc["verdict"]]
     assert doc["greedy"]["candidate_match"] >= 0.75
+
+
+def test_endpoints_file_gives_each_side_its_own_request_fields(
+    baseline_url: str, talkative: Path, tmp_path: Path
+) -> None:
+    """One endpoint against itself with one body field changed (as reasoning on against off would be):
+    the candidate's temperature 0.8 overrides what verify asks for, and is found."""
+    toml = tmp_path / "pair.toml"
+    toml.write_text(
+        f'[baseline]\nbase_url = "{baseline_url}"\nmodel = "tiny"\n\n'
+        f'[candidate]\nbase_url = "{baseline_url}"\nmodel = "tiny"\nbody = {{ temperature = 0.8 }}\n'
+    )
+    result = CliRunner().invoke(main, ["verify", "--endpoints", str(toml), "--json"])
+    assert result.exit_code == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["verdict"] == "different" and doc["candidate"]["name"] == "candidate"
+    toml.write_text(f'[baseline]\nbase_url = "{baseline_url}"\nmodel = "tiny"\n')
+    result = CliRunner().invoke(main, ["verify", "--endpoints", str(toml)])
+    assert result.exit_code == 2 and "[candidate]" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_failed_requests_are_data_and_too_many_make_it_inconclusive(baseline_url: str) -> None:
+    """A candidate behind a proxy that answers two of every three requests with a 500, once detection
+    has passed: the run ends with a verdict that says why, not with an error."""
+    from flaky_proxy import flaky_proxy
+
+    with flaky_proxy(baseline_url, healthy=6, fail_every=3) as url:
+        config = VerifyConfig(None, BUDGETS["small"])
+        result = asyncio.run(
+            verify(Endpoint("baseline", baseline_url, "tiny"), Endpoint("candidate", url, "tiny"), config)
+        )
+    assert result.verdict == "inconclusive"
+    (reason,) = [r for r in result.decision.reasons if "requests failed" in r]
+    assert reason.startswith("candidate: ") and "http_500" in reason

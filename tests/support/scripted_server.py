@@ -8,7 +8,8 @@ client's own lateness from time the kernel kept runnable tasks waiting for a CPU
 
 Control (same port): POST /_scripts {"default": script, "scripts": {key: script}}; GET /_log; DELETE /_log.
 A script is a dict: status, headers, head_delay, steps [[delay_s, kind, n_tokens]] with kind in
-content|reasoning|tool|role|malformed|error, usage ("final"|"each"|"none"), done, drop_after, body.
+content|reasoning|tool|role|malformed|error|number|object, usage ("final"|"each"|"none"), done,
+drop_after, body.
 Run: python scripted_server.py  -> prints the port on the first line of stdout.
 """
 
@@ -59,6 +60,8 @@ def _chunk_obj(api: str, kind: str, n: int, usage: dict[str, int] | None) -> dic
             "reasoning": {"reasoning_content": text},
             "tool": {"tool_calls": [{"index": 0, "function": {"arguments": text}}]},
             "role": {"role": "assistant"},
+            "number": {"content": n},  # a malformed chunk: content is a number
+            "object": {"reasoning_content": {"text": text}},  # ... or reasoning an object
         }[kind]
         choices = [{"index": 0, "delta": delta, "finish_reason": None}]
     obj: dict[str, Any] = {"id": "x", "object": "chunk", "choices": choices}
@@ -199,6 +202,8 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             raw = await reader.readexactly(length) if length else b""
             if path.endswith("/metrics"):
                 _metrics(writer)
+            elif path.endswith("/models"):  # lists nothing: bench asks only to find a tokenizer
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
             elif "/_" in path:
                 await _control(writer, method, path, raw)
             else:

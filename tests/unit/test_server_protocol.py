@@ -66,7 +66,7 @@ def test_model_aliases_and_omission() -> None:
     assert chat().model == MODEL
     with pytest.raises(InvalidRequest) as err:
         chat(model="gpt-4o")
-    assert err.value.param == "model" and err.value.code == "model_not_found"
+    assert err.value.param == "model" and err.value.code == "model_not_found" and err.value.status == 404
 
 
 def test_logprob_forms() -> None:

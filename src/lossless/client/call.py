@@ -69,6 +69,8 @@ class _Acc:
         self.tool_chars = 0
         self.usage: dict | None = None
         self.finish_reason: str | None = None
+        self.model: str | None = None  # the first the answer names
+        self.fingerprint: str | None = None
         self.done = False
         self.first_token = False
         self.end_ns: int | None = None  # when the stream's end arrived
@@ -86,6 +88,8 @@ class _Acc:
             self.usage = chunk.usage
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
+        self.model = self.model or chunk.model
+        self.fingerprint = self.fingerprint or chunk.fingerprint
         if chunk.kind in TOKEN_KINDS:
             self.first_token = True
 
@@ -121,6 +125,8 @@ async def call(
     except asyncio.CancelledError as exc:
         record = _record(job, attempt, opts, sent, clock(), acc, "cancelled", "run interrupted")
         raise CallCancelled(record) from exc
+    except Exception as exc:  # whatever one answer does, the run and the other records go on
+        kind, message = "client_error", session.redact(f"{type(exc).__name__}: {exc}")[:300]
     if kind is None and acc.status is not None and acc.status != 200:
         kind = f"http_{acc.status}"
         message = session.redact(" ".join(acc.text)[:300]) or f"HTTP {acc.status}"
@@ -179,13 +185,13 @@ def _event(payload: bytes, acc: _Acc, api: str, t: int) -> None:
         return
     try:
         obj = json.loads(payload)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _MalformedStream(f"event is not JSON: {payload[:80]!r}") from exc
     if isinstance(obj, dict) and "error" in obj:
         raise _StreamError(f"error event: {json.dumps(obj['error'])[:300]}")
     try:
         acc.add(Chunk(obj, api, stream=True), t)
-    except (ValueError, AttributeError, TypeError) as exc:
+    except ValueError as exc:
         raise _MalformedStream(f"unexpected chunk shape ({exc}): {payload[:80]!r}") from exc
 
 
@@ -194,8 +200,8 @@ async def _whole(resp: Response, acc: _Acc, opts: CallOptions, clock: Callable[[
     t = clock()  # the first byte of a non-streamed answer is its last
     try:
         acc.add(Chunk(json.loads(raw), opts.api, stream=False), t)
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise _MalformedStream(f"response is not a completion object: {raw[:80]!r}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise _MalformedStream(f"response is not a completion object ({exc}): {raw[:80]!r}") from exc
     acc.done = True
     acc.end_ns = t
 
@@ -243,4 +249,6 @@ def _record(
         reasoning_text="".join(acc.reasoning),
         tool_call_chars=acc.tool_chars,
         server_headers=acc.server_headers,
+        served_model=acc.model,
+        system_fingerprint=acc.fingerprint,
     )

@@ -13,10 +13,13 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 
+from lossless.records import IDENTITY_HEADERS
+
 # Headers kept raw in records: server-side timing, request ids, and Retry-After for the retry loop.
-KEPT_HEADERS = frozenset(
+TIMING_HEADERS = frozenset(
     {"x-envoy-upstream-service-time", "openai-processing-ms", "server-timing", "x-request-id", "retry-after"}
 )
+KEPT_HEADERS = TIMING_HEADERS | IDENTITY_HEADERS
 
 
 class TransportError(Exception):
@@ -31,7 +34,9 @@ class Response:
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
         self.status = resp.status
-        self.headers = tuple((k.lower(), v) for k, v in resp.headers.items() if k.lower() in KEPT_HEADERS)
+        self.headers = tuple(
+            (k.lower(), v[:200]) for k, v in resp.headers.items() if k.lower() in KEPT_HEADERS
+        )
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
@@ -108,11 +113,14 @@ class Session:
             else:
                 resp.close()
 
-    async def get_text(self, url: str, timeout: float) -> str | None:
-        """A plain GET (Prometheus /metrics); None when unreachable or not 200."""
+    async def get_text(self, url: str, timeout: float, limit: int = 8 << 20) -> str | None:
+        """A plain GET (Prometheus /metrics, /v1/models); None when unreachable, not 200 or not text.
+        At most ``limit`` bytes are read: a side request must never hold the run up."""
         try:
             async with self._client().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                return await resp.text() if resp.status == 200 else None
+                if resp.status != 200:
+                    return None
+                return (await resp.content.read(limit)).decode("utf-8")
         except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError):
             return None
 

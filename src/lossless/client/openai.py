@@ -27,18 +27,29 @@ def request_body(
 
 
 class Chunk:
-    """What one chunk (or a whole non-streamed response) says, already reduced to the fields we keep."""
+    """What one chunk (or a whole non-streamed response) says, already reduced to the fields we keep.
 
-    __slots__ = ("completion_tokens", "content", "finish_reason", "kind", "reasoning", "tool_chars", "usage")
+    A field of the wrong type (a number for ``content``, an object for ``reasoning_content``) raises
+    ``ValueError``: the request is then one malformed answer, recorded as such, never a crash."""
+
+    __slots__ = (
+        "completion_tokens", "content", "fingerprint", "finish_reason", "kind", "model", "reasoning",
+        "tool_chars", "usage",
+    )  # fmt: skip
 
     def __init__(self, obj: Any, api: str, stream: bool) -> None:
+        if not isinstance(obj, dict):
+            raise ValueError("chunk is not a JSON object")
         self.content = self.reasoning = ""
         self.tool_chars = 0
         self.finish_reason: str | None = None
-        usage = obj.get("usage") if isinstance(obj, dict) else None
+        # who served it: the response's own words, kept per request (servers behind one URL may differ)
+        self.model = _label(obj.get("model"))
+        self.fingerprint = _label(obj.get("system_fingerprint"))
+        usage = obj.get("usage")
         self.usage: dict[str, Any] | None = usage if isinstance(usage, dict) else None
         self.completion_tokens = _int(self.usage.get("completion_tokens")) if self.usage else None
-        choices = obj.get("choices") if isinstance(obj, dict) else None
+        choices = obj.get("choices")
         if not isinstance(choices, list):
             raise ValueError("chunk has no 'choices' list")
         if choices:
@@ -57,22 +68,40 @@ class Chunk:
     def _choice(self, choice: Any, api: str, stream: bool) -> None:
         if not isinstance(choice, dict):
             raise ValueError("choice is not an object")
-        self.finish_reason = choice.get("finish_reason")
+        self.finish_reason = _text(choice, "finish_reason")
         if api == "completions":
-            self.content = choice.get("text") or ""
+            self.content = _text(choice, "text") or ""
             return
         delta = choice.get("delta" if stream else "message")
-        if not isinstance(delta, dict):
+        if delta is None:
             return
-        self.content = delta.get("content") or ""
+        if not isinstance(delta, dict):
+            raise ValueError("delta is not an object")
+        self.content = _text(delta, "content") or ""
         # DeepSeek/vLLM say reasoning_content, OpenRouter and newer vLLM say reasoning
-        self.reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        self.reasoning = _text(delta, "reasoning_content") or _text(delta, "reasoning") or ""
         calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            for call in calls:
-                fn = call.get("function") if isinstance(call, dict) else None
-                if isinstance(fn, dict):
-                    self.tool_chars += len(fn.get("name") or "") + len(fn.get("arguments") or "")
+        if calls is not None and not isinstance(calls, list):
+            raise ValueError("tool_calls is not a list")
+        for call in calls or ():
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                self.tool_chars += len(_text(fn, "name") or "") + len(_text(fn, "arguments") or "")
+
+
+def _text(obj: dict[str, Any], key: str) -> str | None:
+    """A string field, or None when absent or null; any other type is a malformed answer."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{key!r} is a {type(value).__name__}, not a string")
+
+
+def _label(value: Any) -> str | None:
+    # informative only: a number is kept as text, anything stranger is not kept (and fails nothing)
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return str(value)[:200]
+    return None
 
 
 def _int(value: Any) -> int | None:

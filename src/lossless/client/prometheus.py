@@ -1,10 +1,15 @@
 """Speculative-decoding counters from a server's Prometheus ``/metrics``, read before and after a run.
 
 A server without ``/metrics`` or without these counters is normal: the result is then ``None`` or a
-partial dict, and the summary says nothing about acceptance.
+partial dict, and the summary says nothing about acceptance. So is a ``/metrics`` that answers 200 with
+something else (a gateway's catch-all JSON route, an HTML page): lines that are not samples are skipped,
+and so are values that are not finite numbers (a NaN counter says nothing).
 """
 
 from __future__ import annotations
+
+import math
+import re
 
 from lossless.client.http import Session
 
@@ -20,6 +25,8 @@ COUNTERS = (
     "lossless_spec_accepted_tokens_total",
     "lossless_spec_steps_total",
 )
+# name{labels} value [timestamp], in the text exposition format
+_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)(?:\s+\S+)?")
 
 
 def metrics_url(base_url: str) -> str:
@@ -31,21 +38,20 @@ def parse_counters(text: str) -> dict[str, float]:
     """Sum each known counter over its label sets; ``_total`` suffixes of counters are accepted."""
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if not line or line.startswith("#"):
+        m = _SAMPLE.fullmatch(line.strip())
+        if m is None:  # blank, a comment, or not a sample at all
             continue
-        # name{labels} value [timestamp]
-        name = line.split("{", 1)[0].split()[0]
-        rest = (line.rsplit("}", 1)[1] if "{" in line else line[len(name) :]).split()
-        if not rest:
-            continue
-        value = rest[0]
+        name = m.group(1)
         if name.endswith("_total") and name not in COUNTERS:
             name = name[: -len("_total")]
-        if name in COUNTERS:
-            try:
-                out[name] = out.get(name, 0.0) + float(value)
-            except ValueError:
-                continue
+        if name not in COUNTERS:
+            continue
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            out[name] = out.get(name, 0.0) + value
     return out
 
 

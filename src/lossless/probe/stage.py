@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,7 +71,9 @@ def probe_config(url: str | None, opts: dict[str, Any]) -> ProbeConfig:
 
 
 def to_json(result: ProbeResult) -> str:
-    return json.dumps(result.as_dict(), indent=2, default=str)
+    from lossless.report.files import strict_json
+
+    return strict_json(result.as_dict())
 
 
 def write(result: ProbeResult, out_dir: Path) -> Path:

@@ -79,8 +79,8 @@ class Wire:
         await self._session.aclose()
 
     async def post(self, body: dict[str, Any], path: str = "/chat/completions") -> Reply:
-        """One request; ``model`` and the endpoint's extra fields are added. A transport failure or a
-        time-out is an ``EndpointError`` naming the endpoint: nothing can be concluded without it.
+        """One request; ``model`` and the endpoint's extra fields are added (the endpoint's win). A
+        transport failure or a time-out is an ``EndpointError`` naming the endpoint.
 
         A connection that fails before any answer is tried once more: a server closes idle keep-alive
         connections, and a request sent just as it does meets a reset (seen once in ~150 verify runs)."""
@@ -92,7 +92,8 @@ class Wire:
         return await self._post(body, path)
 
     async def _post(self, body: dict[str, Any], path: str) -> Reply:
-        full = {"model": self.endpoint.model, **self.endpoint.body, **body}
+        # the endpoint's own fields last, as bench merges them: what its file asks for is what it gets
+        full = {"model": self.endpoint.model, **body, **self.endpoint.body}
         data = json.dumps(full).encode()
         start = time.perf_counter()
         try:
@@ -125,7 +126,7 @@ class Wire:
         try:
             body = json.loads(raw)
             choices = tuple(_choice(c, stream=False) for c in body["choices"])
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return Reply(200, elapsed, error=f"not a completion object: {self._message(raw[:200])}")
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else None
         return Reply(200, elapsed, choices, usage, body=body)
@@ -139,6 +140,9 @@ class Wire:
                     return parts.reply(time.perf_counter() - start)
         for payload in parser.close():
             parts.add(payload)
+        if not any(f is not None for f in parts.finish.values()) and parts.error is None:
+            # the connection closed before the stream said it was done: a cut answer, not a short one
+            parts.error = "stream ended without [DONE] or a finish_reason"
         return parts.reply(time.perf_counter() - start)
 
 
@@ -160,7 +164,7 @@ class _StreamParts:
             return True
         try:
             obj = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             self.error = f"malformed stream event {payload[:80]!r}"
             return False
         if not isinstance(obj, dict):
@@ -170,9 +174,17 @@ class _StreamParts:
         self.events += 1
         if isinstance(obj.get("usage"), dict):
             self.usage = obj["usage"]
-        for raw in obj.get("choices") or []:
-            i = int(raw.get("index", 0))
-            c = _choice(raw, stream=True, inline_think=False)
+        choices = obj.get("choices") or []
+        if not isinstance(choices, list):
+            self.error = f"malformed stream event (choices is not a list): {payload[:80]!r}"
+            return False
+        for raw in choices:
+            try:
+                i = int(raw.get("index", 0))
+                c = _choice(raw, stream=True, inline_think=False)
+            except (AttributeError, TypeError, ValueError) as exc:
+                self.error = f"malformed stream event ({exc}): {payload[:80]!r}"
+                return False
             self.text.setdefault(i, []).append(c.text)
             self.reasoning.setdefault(i, []).append(c.reasoning)
             if c.finish_reason is not None or i not in self.finish:
@@ -191,15 +203,22 @@ class _StreamParts:
 
 
 def _choice(raw: Any, *, stream: bool, inline_think: bool = True) -> Choice:
+    """One choice object; a field of the wrong type raises TypeError (the reply is then malformed)."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"a choice is a {type(raw).__name__}, not an object")
     if "text" in raw:  # legacy completions
         text, reasoning = raw.get("text") or "", ""
     else:
         msg = raw.get("delta" if stream else "message") or {}
+        if not isinstance(msg, dict):
+            raise TypeError("message is not an object")
         text = msg.get("content") or ""
         # DeepSeek/vLLM say reasoning_content, OpenRouter and newer vLLM say reasoning
         reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
         if not isinstance(reasoning, str):
             reasoning = json.dumps(reasoning)
+    if not isinstance(text, str):
+        raise TypeError(f"content is a {type(text).__name__}, not a string")
     if inline_think:  # a stream's markers may span chunks: its choices are split once, whole
         text, think = split_think(text)
         reasoning += think

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -27,7 +28,23 @@ _METRICS = (
 
 
 def to_json(summary: dict[str, Any]) -> str:
-    return json.dumps(summary, indent=2, ensure_ascii=False)
+    return strict_json(summary)
+
+
+def strict_json(obj: Any) -> str:
+    """JSON that every parser reads: NaN and infinities (a server's NaN counter, a ratio over zero)
+    become null, instead of the bare ``NaN`` Python would write."""
+    return json.dumps(finite(obj), indent=2, ensure_ascii=False, allow_nan=False, default=str)
+
+
+def finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def to_csv(summary: dict[str, Any]) -> str:

@@ -63,6 +63,13 @@ def _notes(e: dict[str, Any]) -> list[str]:
         notes.append(f"${e['cost_per_ok_request_usd']:.6f} per successful request")
     if e["stalls"]["count"]:
         notes.append(f"{e['stalls']['count']} stalls")
+    chunks = e.get("n_out_sources", {}).get("chunks", 0)
+    if chunks:
+        notes.append(
+            f"{chunks} requests counted in chunks, not tokens (no usage from the server and no tokenizer "
+            "found: --tokenizer, or tokenizer = ... in the endpoint file, counts tokens), so their TPOT is "
+            "time per chunk and their speed chunks/s"
+        )
     uncounted = e.get("n_out_sources", {}).get("none", 0)
     if uncounted:
         notes.append(
@@ -70,6 +77,28 @@ def _notes(e: dict[str, Any]) -> list[str]:
             "the text), so no TPOT or output speed for them"
         )
     return notes
+
+
+def _served_by(e: dict[str, Any]) -> str | None:
+    """ "served by: model M; system_fingerprint F; server S", with counts where there are several."""
+
+    def values(counts: dict[str, int]) -> str:
+        if len(counts) == 1:
+            return next(iter(counts))
+        return ", ".join(f"{v} ({n})" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    who = e.get("served_by") or {}
+    parts = [f"{key} {values(who[key])}" for key in ("model", "system_fingerprint") if who.get(key)]
+    parts += [f"{name} {values(c)}" for name, c in (who.get("headers") or {}).items() if c]
+    return "served by: " + "; ".join(parts) if parts else None
+
+
+def _speed_cell(e: dict[str, Any]) -> str:
+    value = e.get("output_tps", {}).get("p50")
+    if value is None:
+        return "-"
+    chunks_only = set(e.get("n_out_sources") or {}) == {"chunks"}
+    return f"{value:.1f} chunk/s" if chunks_only else f"{value:.1f} tok/s"
 
 
 def render(summary: dict[str, Any], console: Console) -> None:
@@ -84,7 +113,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
             e["name"],
             e["load"],
             f"{req['ok']}/{req['failed']}",
-            *(_cell(e, m, s, f) for _, m, s, f in _COLUMNS),
+            *(_speed_cell(e) if m == "output_tps" else _cell(e, m, s, f) for _, m, s, f in _COLUMNS),
             "-" if tput is None else f"{tput:.1f}",
             errors,
         )
@@ -94,6 +123,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
         notes = _notes(e)
         if notes:
             console.print(escape(f"{e['name']} [{e['load']}]: " + "; ".join(notes)))
+        if who := _served_by(e):
+            console.print(escape(f"{e['name']} [{e['load']}]: {who}"))
     for c in summary["comparisons"]:
         if c.get("stat", "p50") in _COMPARED_STATS:
             console.print(escape(f"[{c['load']}] {c['text']}"))  # "[c=1]" is not a style

@@ -44,6 +44,7 @@ class Served:
     metrics: ServerMetrics
     name: str  # the model name /v1/models reports and responses carry
     aliases: frozenset[str]  # other names a request's ``model`` may use
+    fingerprint: str  # system_fingerprint in every response: the same value, the same numerics served
 
 
 def create_app(
@@ -52,7 +53,7 @@ def create_app(
     metrics = ServerMetrics()
     worker = Worker(engine, metrics, max_queue)
     metrics.queue_length = worker.queue_length
-    served = Served(engine, worker, metrics, name, aliases - {name})
+    served = Served(engine, worker, metrics, name, aliases - {name}, fingerprint(engine))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -107,6 +108,16 @@ class RequestContext:
         await self.app(scope, receive, send_with_id)
 
 
+def fingerprint(engine: Engine) -> str:
+    """OpenAI's system_fingerprint names the backend configuration that produced a response; ours says
+    what changes the numbers: the version, the weights' dtype and the drafter (lossless-0.1.0-float32-
+    ngram). A verify or bench record carries it, so two runs show whether the same thing served them."""
+    from lossless import __version__
+
+    drafter = engine.spec.kind if engine.spec is not None else "none"
+    return f"lossless-{__version__}-{engine.dtype}-{drafter}"
+
+
 def _served(request: Request) -> Served:
     served: Served = request.app.state.served
     return served
@@ -136,7 +147,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     job = Job(prompt_ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None)
     served.worker.submit(job)
     prefix = "chatcmpl-" if endpoint == "chat" else "cmpl-"
-    head = Head(prefix + uuid.uuid4().hex, served.name, int(time.time()))
+    head = Head(prefix + uuid.uuid4().hex, served.name, int(time.time()), served.fingerprint)
     headers = {"x-lossless-ignored-params": ",".join(req.ignored)}
     if not req.stream:
         return await responses.complete(req, job, head, prompt_text, request.receive, headers)

@@ -42,6 +42,7 @@ class Head:
     id: str
     model: str
     created: int
+    fingerprint: str  # system_fingerprint: what serves (version, weights' dtype, drafter), see app.py
 
 
 # --- chat -------------------------------------------------------------------------------------------
@@ -65,6 +66,7 @@ def chat_completion(
         "object": "chat.completion",
         "created": head.created,
         "model": head.model,
+        "system_fingerprint": head.fingerprint,
         "choices": [
             {
                 "index": 0,
@@ -90,6 +92,7 @@ def chat_chunk(
         "object": "chat.completion.chunk",
         "created": head.created,
         "model": head.model,
+        "system_fingerprint": head.fingerprint,
         "choices": [
             {
                 "index": 0,
@@ -110,6 +113,7 @@ def usage_chunk(head: Head, usage: Usage, *, chat: bool) -> dict[str, Any]:
         "object": "chat.completion.chunk" if chat else "text_completion",
         "created": head.created,
         "model": head.model,
+        "system_fingerprint": head.fingerprint,
         "choices": [],
         "usage": usage.body(),
     }
@@ -182,6 +186,7 @@ def completion(
         "object": "text_completion",
         "created": head.created,
         "model": head.model,
+        "system_fingerprint": head.fingerprint,
         "choices": [
             {
                 "index": 0,
@@ -207,6 +212,7 @@ def completion_chunk(
         "object": "text_completion",
         "created": head.created,
         "model": head.model,
+        "system_fingerprint": head.fingerprint,
         "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}],
     }
     if with_usage:

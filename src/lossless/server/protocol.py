@@ -136,6 +136,7 @@ def _check_model(body: dict[str, Any], model: str, aliases: frozenset[str]) -> N
             f"The model {name!r} does not exist; this server serves {model!r}.",
             param="model",
             code="model_not_found",
+            status=404,  # as OpenAI and vLLM answer: clients raise their NotFoundError on it
         )
 
 

@@ -14,6 +14,7 @@ from importlib import resources
 from itertools import repeat
 from typing import Any
 
+from lossless.errors import EndpointError
 from lossless.probe.wire import Reply, Wire
 from lossless.verify.stats import TAIL, Alternatives, Sample, token_rank
 
@@ -57,62 +58,74 @@ def graded(task: Task, reply_text: str) -> bool:
 
 @dataclass
 class Caller:
-    """One endpoint as verify uses it; learns once what the endpoint accepts."""
+    """One endpoint as verify uses it. What it supports is learned once, up front (``detect``); after
+    that a failed request is data (counted by kind), never the end of the run."""
 
     wire: Wire
     api: str  # "completions" or "chat"
     gate: asyncio.Semaphore
-    tokens: bool = True  # ask for logprobs to get token boundaries; dropped if refused
-    scoring: int | None = 0  # index into SCORING of the first body the endpoint took; None: cannot score
+    tokens: bool = True  # the endpoint gives token log-probabilities (greedy answers ask for them)
+    # ... and sampled answers ask too, for token boundaries: only where the teacher-forced tests use
+    # them, since they cost some servers dearly (llama-cpp-python: 0.8 s for 16 tokens instead of 0.17)
+    draw_tokens: bool = True
+    scoring: int | None = 0  # index into SCORING of what the endpoint takes; None: cannot score
+    sampler: dict[str, Any] = field(default_factory=dict)  # fields sent with every request (NEUTRAL)
     notes: list[str] = field(default_factory=list)
+    sent: int = 0  # requests after detection
+    failed: dict[str, int] = field(default_factory=dict)  # error kind -> requests
 
     async def post(self, body: dict[str, Any], path: str) -> Reply:
         async with self.gate:
-            return await self.wire.post(body, path)
+            self.sent += 1
+            try:
+                reply = await self.wire.post({**self.sampler, **body}, path)
+            except EndpointError as exc:  # unreachable or too slow, this once: one failed request
+                timeout = isinstance(exc.__cause__, TimeoutError)
+                reply = Reply(0, self.wire.timeout_s if timeout else 0.0, error=str(exc))
+        if not reply.ok:
+            kind = ("timeout" if reply.elapsed_s else "connection") if reply.status == 0 else None
+            kind = kind or (f"http_{reply.status}" if reply.status != 200 else "malformed")
+            self.failed[kind] = self.failed.get(kind, 0) + 1
+        return reply
 
-    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None) -> Reply:
+    async def complete(
+        self, prompt: str, max_tokens: int, temperature: float, seed: int | None, logprobs: bool
+    ) -> Reply:
         body: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
         if seed is not None:
             body["seed"] = seed
         if self.api == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
             path = "/chat/completions"
+            # llama.cpp sends no chat logprobs unless top_logprobs is set too
+            tokens = {"logprobs": True, "top_logprobs": 1}
         else:
             body["prompt"] = prompt
             path = "/completions"
-        if self.tokens:
-            reply = await self.post({**body, "logprobs": True if self.api == "chat" else 0}, path)
-            if reply.status not in range(400, 500):
-                return reply
-            self.tokens = False
-            self.notes.append(f"{self.wire.endpoint.name}: logprobs refused, comparing characters")
-        return await self.post(body, path)
+            tokens = {"logprobs": 1}
+        return await self.post({**body, **tokens} if logprobs and self.tokens else body, path)
 
     async def score(self, prefix: str, text: str) -> Scored | None:
-        """``text`` after ``prefix``, teacher-forced by echo; None if the endpoint cannot score."""
+        """``text`` after ``prefix``, teacher-forced by echo; None if it cannot be scored. One token is
+        generated and dropped: servers disagree on ``max_tokens: 0`` (llama.cpp reads it as no limit)."""
         if self.scoring is None or not text:
             return None
         full = prefix + text
-        while (tried := self.scoring) is not None:
-            max_tokens, top = SCORING[tried]
-            body = {"prompt": full, "echo": True, "logprobs": top, "max_tokens": max_tokens, "temperature": 0}
-            reply = await self.post(body, "/completions")
-            lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
-            if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list):
-                return _scored(lp, len(prefix), len(full), top)
-            if not reply.ok and reply.status not in range(400, 500):
-                return None  # a failure, not a refusal: this text goes unscored
-            if self.scoring == tried:  # another request in flight may have moved on already
-                self.scoring = tried + 1 if tried + 1 < len(SCORING) else None
-        self.notes.append(f"{self.wire.endpoint.name}: cannot score text (echo + logprobs)")
+        top = SCORING[self.scoring]
+        body = {"prompt": full, "echo": True, "logprobs": top, "max_tokens": 1, "temperature": 0}
+        reply = await self.post(body, "/completions")
+        lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
+        if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list):
+            return _scored(lp, len(prefix), len(full), top)
         return None
 
     async def next_token(self, prefix: str, first: str = "") -> Alternatives | None:
         """The endpoint's distribution after ``prefix`` (+ ``first``, one token): its likeliest tokens
         and their log-probabilities, or None when it cannot say, or when ``prefix + first`` does not end
         in exactly that token once tokenized again (the distribution would be another context's)."""
-        if self.scoring is None or not (top := SCORING[self.scoring][1]):
+        if self.scoring is None:
             return None
+        top = SCORING[self.scoring]
         body = {"prompt": prefix + first, "echo": True, "logprobs": top, "max_tokens": 1, "temperature": 1.0}
         reply = await self.post(body, "/completions")
         lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
@@ -131,9 +144,9 @@ class Caller:
         return tuple((str(t), float(v)) for t, v in alts.items()) if isinstance(alts, dict) else None
 
 
-# What scoring asks, in order, until an endpoint takes it: ours and vLLM's take max_tokens 0 and 20
-# alternatives per token; OpenAI's legacy API at most 5; some servers refuse max_tokens 0.
-SCORING = ((0, 20), (0, 5), (0, 0), (1, 20), (1, 5), (1, 0))
+# Alternatives per token that scoring asks for, in order, until an endpoint takes it: ours and vLLM's
+# take 20, OpenAI's legacy API at most 5.
+SCORING = (20, 5)
 
 
 @dataclass(frozen=True)
@@ -155,6 +168,21 @@ def _scored(lp: dict[str, Any], start: int, end: int, top: int) -> Scored | None
         return Scored(mean, None, None)
     ranks = [token_rank(v, list(alts.values())) for v, alts in picked]
     return Scored(mean, sum(ranks) / len(ranks), sum(r >= TAIL for r in ranks) / len(ranks))
+
+
+def logprobs_of(reply: Reply) -> tuple[float, ...] | None:
+    """The chosen tokens' log-probabilities, aligned with ``units_of``; None when not given."""
+    lp = reply.choices[0].logprobs if reply.choices else None
+    values: list[Any]
+    if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+        values = [t.get("logprob") if isinstance(t, dict) else None for t in lp["content"]]
+    elif isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list):
+        values = lp["token_logprobs"]
+    else:
+        return None
+    if not values or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return None
+    return tuple(float(v) for v in values)
 
 
 def units_of(reply: Reply) -> tuple[str, ...]:
@@ -179,52 +207,55 @@ class Drawn:
 async def draw(
     caller: Caller, prompts: tuple[str, ...], samples: int, max_tokens: int, seed0: int
 ) -> list[list[Drawn]]:
-    """``samples`` completions at temperature 1 per prompt, each with its own seed."""
+    """``samples`` completions at temperature 1 per prompt, each with its own seed (failed ones left out)."""
 
-    async def one(j: int, i: int) -> Drawn:
-        reply = await caller.complete(prompts[j], max_tokens, 1.0, seed0 + j * 1000 + i)
-        _must(reply, caller, "a sampled completion")
+    async def one(j: int, i: int) -> Drawn | None:
+        reply = await caller.complete(prompts[j], max_tokens, 1.0, seed0 + j * 1000 + i, caller.draw_tokens)
+        if not reply.ok:
+            return None
         units = units_of(reply)
         n = reply.usage_int("completion_tokens")
         return Drawn(j, reply.text, Sample(units, n if n is not None else len(units)))
 
     flat = await asyncio.gather(*(one(j, i) for j in range(len(prompts)) for i in range(samples)))
-    return [[d for d in flat if d.prompt == j] for j in range(len(prompts))]
+    return [[d for d in flat if d is not None and d.prompt == j] for j in range(len(prompts))]
 
 
 async def scored(scorer: Caller, prompts: tuple[str, ...], sets: list[list[Drawn]]) -> list[list[Sample]]:
-    async def one(d: Drawn) -> Sample:
+    """Each drawn text with its score; a text whose scoring request failed is left out, an empty text
+    (nothing to score) is kept unscored."""
+
+    async def one(d: Drawn) -> Sample | None:
+        if scorer.scoring is None or not d.text:
+            return d.sample
         got = await scorer.score(prompts[d.prompt], d.text)
         if got is None:
-            return d.sample
+            return None
         return replace(d.sample, score=got.mean, rank=got.rank, tail=got.tail)
 
-    return [list(await asyncio.gather(*(one(d) for d in group))) for group in sets]
+    return [[s for s in await asyncio.gather(*(one(d) for d in group)) if s is not None] for group in sets]
 
 
-async def greedy(caller: Caller, prompts: tuple[str, ...], max_tokens: int) -> list[tuple[str, ...]]:
-    async def one(prompt: str) -> tuple[str, ...]:
-        reply = await caller.complete(prompt, max_tokens, 0.0, None)
-        _must(reply, caller, "a greedy completion")
-        return units_of(reply)
+@dataclass(frozen=True)
+class Greedy:
+    units: tuple[str, ...]
+    logprobs: tuple[float, ...] | None  # the chosen tokens' log-probabilities, when the endpoint gives them
+
+
+async def greedy(caller: Caller, prompts: tuple[str, ...], max_tokens: int) -> list[Greedy | None]:
+    async def one(prompt: str) -> Greedy | None:
+        reply = await caller.complete(prompt, max_tokens, 0.0, None, logprobs=True)
+        if not reply.ok:
+            return None
+        units, lp = units_of(reply), logprobs_of(reply)
+        return Greedy(units, lp if lp is not None and len(lp) == len(units) else None)
 
     return list(await asyncio.gather(*(one(p) for p in prompts)))
 
 
-async def solve(caller: Caller, tasks: tuple[Task, ...]) -> list[bool]:
-    async def one(task: Task) -> bool:
-        reply = await caller.complete(task.prompt, 8, 0.0, None)
-        _must(reply, caller, f"task {task.id}")
-        return graded(task, reply.text)
+async def solve(caller: Caller, tasks: tuple[Task, ...]) -> list[bool | None]:
+    async def one(task: Task) -> bool | None:
+        reply = await caller.complete(task.prompt, 8, 0.0, None, logprobs=False)
+        return graded(task, reply.text) if reply.ok else None
 
     return list(await asyncio.gather(*(one(t) for t in tasks)))
-
-
-def _must(reply: Reply, caller: Caller, what: str) -> None:
-    if not reply.ok:
-        from lossless.errors import EndpointError
-
-        e = caller.wire.endpoint
-        raise EndpointError(
-            f"endpoint {e.name!r} ({e.base_url}) refused {what}: HTTP {reply.status} {reply.error}"
-        )

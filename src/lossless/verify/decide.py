@@ -20,6 +20,8 @@
    would detect (80% power) is within the tolerance (in sd of one sample's score), and the task
    accuracy is equivalent by TOST.
    Else inconclusive, with the factor of more samples that would settle it.
+4. Before all that: when the data cannot carry a verdict (too many failed requests, a baseline that
+   does not sample at all), inconclusive, saying why.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class Agreement:
 
     mean_abs_diff: float  # candidate vs baseline, nats/token
     baseline_noise: float  # baseline vs itself, nats/token
-    n: int
+    n: int  # texts (teacher-forced) or tokens (greedy)
+    source: str = "teacher-forced"  # or "greedy": chosen tokens' log-probabilities until the answers part
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,10 @@ def decide(
     sample_sd: float | None = None,
     tasks: Paired | None,
     agreement: Agreement | None,
+    problems: Sequence[str] = (),
 ) -> Decision:
+    """``problems``: why the data cannot carry a verdict (too many failed requests, a baseline that
+    does not sample); any of them makes it inconclusive, with whatever was found listed beside."""
     aa_adj = holm([t.p_value for t in aa])
     ab_p = [t.p_value for t in ab] + ([tasks.p_mcnemar] if tasks else [])
     ab_adj = holm(ab_p)
@@ -95,11 +101,16 @@ def decide(
     if agreement and agreement.mean_abs_diff > max(
         criteria.agreement, AGREE_FLOOR * agreement.baseline_noise
     ):
+        what = (
+            f"{agreement.n} texts" if agreement.source == "teacher-forced" else f"{agreement.n} greedy tokens"
+        )
         found.append(
-            f"log-probabilities of the same {agreement.n} texts differ by "
+            f"log-probabilities of the same {what} differ by "
             f"{agreement.mean_abs_diff:.3g} nats/token "
             f"(baseline vs itself: {agreement.baseline_noise:.3g})"
         )
+    if problems:
+        return Decision("inconclusive", (*problems, *(f"found anyway: {f}" for f in found)), **base)
     if found:
         return Decision("different", tuple(found), **base)
     if unstable:

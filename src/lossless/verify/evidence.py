@@ -1,0 +1,213 @@
+"""Everything verify asks the two endpoints, gathered into one ``Evidence``; the judging is elsewhere.
+
+Capabilities first (detect.py), the same for both sides where a difference would bias the comparison
+(token boundaries, the sampler's fields). Then the sample sets, scores, contexts, greedy answers and
+tasks. A request that fails is left out and counted; ``problems`` says when so much failed, or the
+baseline sampled so little, that no verdict but ``inconclusive`` is honest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lossless.endpoints import Endpoint
+from lossless.probe.wire import Wire
+from lossless.verify import collect
+from lossless.verify.collect import Caller, Drawn, Greedy
+from lossless.verify.decide import Agreement
+from lossless.verify.detect import NEUTRAL, Capabilities, detect
+from lossless.verify.stats import Alternatives, Context, Sample, repeated
+
+if TYPE_CHECKING:
+    from lossless.verify.stage import VerifyConfig
+
+SEED_STRIDE = 1_000_000  # seeds of the four sample sets never overlap
+# Texts per prompt scored by both endpoints: different weights or kernels shift every text's score,
+# so a few show it as well as all of them.
+AGREEMENT_SAMPLES = 3
+MAX_FAILED = 0.1  # a side losing more of its requests than this: the rest may be a biased sample
+
+
+@dataclass(frozen=True)
+class Evidence:
+    sets: tuple[list[list[Sample]], ...]  # baseline A, baseline A', candidate, candidate's repeats
+    known: dict[Context, Alternatives]  # the baseline's second-token distributions (contexts test)
+    greedy: tuple[list[Greedy | None], ...]  # baseline, baseline again, candidate
+    tasks: tuple[list[bool | None], list[bool | None]]  # right or wrong per task; None: failed
+    agreement: Agreement | None
+    notes: tuple[str, ...]
+    problems: tuple[str, ...]  # why the data cannot carry a verdict other than inconclusive
+    capabilities: dict[str, dict[str, Any]]  # per side, what detect found
+    draw_tokens: bool  # sampled answers are in tokens (else in characters)
+
+
+async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) -> Evidence:
+    b, every = config.budget, collect.PROMPTS
+    prompts, tasks = every[: b.prompts], collect.load_tasks()[: b.tasks]
+    gate = asyncio.Semaphore(config.concurrency)
+    async with Wire(baseline, config.timeout) as wb, Wire(candidate, config.timeout) as wc:
+        base, cand = Caller(wb, config.api, gate), Caller(wc, config.api, gate)
+        caps = await asyncio.gather(detect(base), detect(cand))
+        notes = _settle(base, cand, *caps)
+        focus = await _focus(base, b.focus) if b.repeats and config.api == "completions" else ()
+        s0 = config.seed * 4 * SEED_STRIDE
+        a1, a2, c1, c2 = await asyncio.gather(
+            collect.draw(base, prompts, b.samples, b.max_tokens, s0),
+            collect.draw(base, prompts, b.samples, b.max_tokens, s0 + SEED_STRIDE),
+            collect.draw(cand, prompts, b.samples, b.max_tokens, s0 + 2 * SEED_STRIDE),
+            collect.draw(
+                cand, tuple(every[j] for j in focus), b.repeats // max(1, len(focus)), b.repeat_tokens,
+                s0 + 3 * SEED_STRIDE,
+            ),
+        )  # fmt: skip
+        x1, x2, y = [await collect.scored(base, prompts, s) for s in (a1, a2, c1)]
+        # every prompt's draws under its index in PROMPTS: the long sets', then the repeats'
+        y2: list[list[Sample]] = [[] for _ in every]
+        for j, group in zip(focus, c2, strict=True):
+            y2[j] = [d.sample for d in group]
+        # the baseline's distributions are read through the completions API: chat draws are another context
+        tested = ([a + b for a, b in zip(x1, x2, strict=True)], with_repeats(y, y2))
+        known = await _contexts_known(base, every, tested) if config.api == "completions" else {}
+        agreement = await _agreement(base, cand, prompts, a1)
+        greedy = await asyncio.gather(*(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand)))
+        solved = await asyncio.gather(collect.solve(base, tasks), collect.solve(cand, tasks))
+    agreement = agreement or greedy_agreement(*greedy)
+    problems = [
+        *_failures(base, notes),
+        *_failures(cand, notes),
+        *_not_sampling(base, [g + h for g, h in zip(a1, a2, strict=True)], notes),
+    ]
+    _not_sampling(cand, c1, notes)  # the candidate's: only a note, the sampling tests show the difference
+    return Evidence(
+        (x1, x2, y, y2), known, tuple(greedy), (solved[0], solved[1]), agreement,
+        tuple(dict.fromkeys(notes + base.notes + cand.notes)), tuple(problems),
+        {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens,
+    )  # fmt: skip
+
+
+def _settle(base: Caller, cand: Caller, cb: Capabilities, cc: Capabilities) -> list[str]:
+    """Apply what detection found. Token boundaries and the sampler's fields go to both sides or to
+    neither: tokens on one side and characters on the other would differ by construction."""
+    notes = [*cb.said, *cc.said]
+    base.tokens = cand.tokens = cb.tokens and cc.tokens
+    base.draw_tokens = cand.draw_tokens = base.tokens and cb.scoring is not None
+    if not base.draw_tokens:
+        notes.append("sampled answers are compared by their characters (no token boundaries asked for)")
+    if cb.sampler and cc.sampler:
+        base.sampler = cand.sampler = dict(NEUTRAL)
+    elif cb.sampler or cc.sampler:
+        notes.append("only one side accepts top_k/min_p/repeat_penalty: both sample with their own defaults")
+    base.scoring, cand.scoring = cb.scoring, cc.scoring
+    return notes
+
+
+def _failures(c: Caller, notes: list[str]) -> list[str]:
+    failed = sum(c.failed.values())
+    if not failed:
+        return []
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(c.failed.items(), key=lambda kv: -kv[1]))
+    said = f"{c.wire.endpoint.name}: {failed} of {c.sent} requests failed ({kinds})"
+    if failed <= MAX_FAILED * c.sent:
+        notes.append(said + "; left out")
+        return []
+    return [f"{said}: more than {MAX_FAILED:.0%}, so what came back may not represent it"]
+
+
+def _not_sampling(c: Caller, drawn: list[list[Drawn]], notes: list[str]) -> list[str]:
+    """Identical texts for every seed at temperature 1, on every prompt: the endpoint does not sample
+    (``transformers serve`` decodes greedily unless the checkpoint's generation_config samples)."""
+    groups = [g for g in drawn if len(g) >= 2]
+    if not groups or any(len({d.text for d in g}) > 1 for g in groups):
+        return []
+    said = (
+        f"{c.wire.endpoint.name} gave one text per prompt for every seed at temperature 1 on all "
+        f"{len(groups)} prompts: it does not sample (temperature or seed ignored)"
+    )
+    notes.append(said)
+    return [said + ", so there is no distribution to compare with"]
+
+
+def with_repeats(y: list[list[Sample]], y2: list[list[Sample]]) -> list[list[Sample]]:
+    """The candidate's draws by prompt index: its long set's (the first prompts) and its repeats'."""
+    return [*(u + v for u, v in zip(y, y2, strict=False)), *y2[len(y) :]]
+
+
+async def _focus(base: Caller, k: int) -> tuple[int, ...]:
+    """The ``k`` prompts whose first token the baseline is surest of (the largest chance that two
+    draws share it), so that the repeats meet at the fewest contexts; of those, only prompts whose
+    likeliest first token survives tokenizing the prompt and it again (after a prompt ending in a
+    newline, a newline merges into one token), so that the distribution after it can be asked for."""
+    every = collect.PROMPTS
+    dists = await asyncio.gather(*(base.next_token(p) for p in every))
+    share = {j: sum(math.exp(2 * v) for _, v in d) for j, d in enumerate(dists) if d}
+    chosen: list[int] = []
+    for j in sorted(share, key=lambda j: -share[j]):
+        likeliest = max(dists[j] or (), key=lambda tv: tv[1])[0]
+        if len(chosen) < k and await base.next_token(every[j], likeliest):
+            chosen.append(j)
+    return tuple(sorted(chosen))
+
+
+async def _contexts_known(
+    base: Caller, prompts: tuple[str, ...], sets: tuple[list[list[Sample]], ...]
+) -> dict[Context, Alternatives]:
+    """The baseline's distribution of the second token at every context a group drew twice or more."""
+    wanted = sorted(set().union(*(repeated(s) for s in sets)))
+    got = await asyncio.gather(*(base.next_token(prompts[j], first) for j, first in wanted))
+    return {c: alts for c, alts in zip(wanted, got, strict=True) if alts}
+
+
+async def _agreement(
+    base: Caller, cand: Caller, prompts: tuple[str, ...], drawn: list[list[Drawn]]
+) -> Agreement | None:
+    """A few of the baseline's own texts scored twice by the baseline (its noise) and once by the
+    candidate: the same text must get the same log-probabilities."""
+    if base.scoring is None or cand.scoring is None:
+        return None
+    picked = [[d for d in g if d.text][:AGREEMENT_SAMPLES] for g in drawn]
+    first, again, other = [await collect.scored(c, prompts, picked) for c in (base, base, cand)]
+    trios = [
+        (f.score, a.score, o.score)
+        for g, gf, ga, go in zip(picked, first, again, other, strict=True)
+        if len(gf) == len(ga) == len(go) == len(g)  # a failed scoring request drops a text: skip the prompt
+        for f, a, o in zip(gf, ga, go, strict=True)
+        if f.score is not None and a.score is not None and o.score is not None
+    ]
+    if not trios:
+        return None
+    noise = float(np.mean([abs(a - f) for f, a, _ in trios]))
+    return Agreement(float(np.mean([abs(o - f) for f, _, o in trios])), noise, len(trios))
+
+
+def greedy_agreement(
+    first: list[Greedy | None], again: list[Greedy | None], cand: list[Greedy | None]
+) -> Agreement | None:
+    """Log-probabilities of the same tokens at the same contexts, from greedy answers: until the two
+    answers part, both endpoints read the same text, and their chosen tokens' log-probabilities must
+    agree as closely as the baseline agrees with itself. Any endpoint giving token log-probabilities
+    (a chat-only API, a server whose echo cannot score) has this check."""
+    diffs: list[float] = []
+    noise: list[float] = []
+    for a, b, c in zip(first, again, cand, strict=True):
+        if a is None or b is None or c is None or None in (a.logprobs, b.logprobs, c.logprobs):
+            continue
+        diffs += _along_common_prefix(a, c)
+        noise += _along_common_prefix(a, b)
+    if not diffs or not noise:
+        return None
+    return Agreement(float(np.mean(diffs)), float(np.mean(noise)), len(diffs), source="greedy")
+
+
+def _along_common_prefix(a: Greedy, b: Greedy) -> list[float]:
+    assert a.logprobs is not None and b.logprobs is not None
+    out = []
+    for ua, ub, la, lb in zip(a.units, b.units, a.logprobs, b.logprobs, strict=False):
+        if ua != ub:
+            break
+        out.append(abs(la - lb))
+    return out

@@ -1,0 +1,200 @@
+"""Real third-party OpenAI-compatible servers on 127.0.0.1, for compatibility tests.
+
+``LlamaCppServer`` runs llama-cpp-python's server on a GGUF; ``TransformersServer`` runs
+``transformers serve`` on a Hugging Face folder. ``requantize`` and ``hf_folder`` make the models they
+serve from the embedded GGUF: a lower-bit copy by llama.cpp's own quantizer, and a float32 folder.
+Each server is a subprocess whose output goes to a log file, so test output stays clean.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+START_TIMEOUT_S = 120.0
+HF_FILES = (
+    "config.json",
+    "model.safetensors",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+
+
+# Run in a child: importing llama_cpp opens two /dev/null files it never closes (a ResourceWarning at
+# exit, an error under our filters), and the quantizer logs every tensor on the C-level stderr.
+_QUANTIZE = """
+import sys, llama_cpp
+src, dst, kind = sys.argv[1:]
+params = llama_cpp.llama_model_quantize_default_params()
+params.nthread, params.ftype = 2, getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + kind)
+params.allow_requantize = True  # the embedded model is already Q4_1; llama.cpp refuses by default
+sys.exit(llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params))
+"""
+
+
+def requantize(src: Path, dst: Path, kind: str = "Q2_K") -> Path:
+    """``dst``: ``src`` re-quantized to LLAMA_FTYPE_MOSTLY_<kind> by llama.cpp's own quantizer."""
+    # a temp name in dst's folder, so a killed run never leaves a half-written dst and the rename is atomic
+    part = dst.with_name(dst.name + ".part")
+    argv = [sys.executable, "-c", _QUANTIZE, str(src), str(part), kind]
+    done = subprocess.run(argv, capture_output=True, text=True, errors="replace")
+    if done.returncode != 0:
+        part.unlink(missing_ok=True)
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+        raise RuntimeError(f"llama_model_quantize({src.name} -> {kind}) exited {done.returncode}:\n{tail}")
+    part.replace(dst)
+    return dst
+
+
+def hf_folder(gguf: Path, out: Path, *, sample: bool = True) -> Path:
+    """``out``: a float32 Hugging Face folder dequantized from ``gguf`` by transformers."""
+    if all((out / name).is_file() for name in HF_FILES):
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # transformers refuses to save a model a quantizer loaded; the weights are plain float32 by now
+    model.hf_quantizer = None  # type: ignore[assignment]  # torch's Module stubs type every attribute
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if sample:
+        # transformers serve samples only if the checkpoint says do_sample=True (else every request is
+        # greedy, whatever its temperature), and its default top_k=50 would truncate the distribution.
+        # Per-request temperature and top_p still override these.
+        gen = model.generation_config
+        gen.do_sample, gen.top_k, gen.top_p, gen.temperature = True, 0, 1.0, 1.0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    model.save_pretrained(part)
+    tokenizer.save_pretrained(part)
+    shutil.rmtree(out, ignore_errors=True)  # an incomplete folder from an earlier, killed run
+    part.rename(out)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(**extra: str) -> dict[str, str]:
+    # a proxy set for the outside world would swallow the health check on 127.0.0.1
+    proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+    env = {k: v for k, v in os.environ.items() if k.lower() not in proxies}
+    return env | extra
+
+
+class _Server:
+    """A server subprocess on 127.0.0.1: started on enter, ready once GET /v1/models answers 200."""
+
+    name = ""
+    version = ""
+    model_id = ""
+
+    def __init__(self, argv: list[str], env: dict[str, str], port: int, log: Path | None) -> None:
+        self.argv, self.env, self.port = argv, env, port
+        self.root = f"http://127.0.0.1:{port}"
+        self.url = self.root + "/v1"
+        self.own_log = log is None  # ours: removed after a clean run, kept to read after a failure
+        if log is None:
+            fd, name = tempfile.mkstemp(prefix="third-party-", suffix=".log")
+            os.close(fd)
+            log = Path(name)
+        self.log = log
+
+    def __enter__(self) -> _Server:
+        with self.log.open("wb") as out:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        with httpx.Client(trust_env=False, timeout=5) as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.argv[:3]} exited {self.proc.returncode}:\n{self._tail()}")
+                try:
+                    if http.get(self.url + "/models").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass  # not listening yet
+                time.sleep(0.25)
+        raise TimeoutError(f"{self.argv[:3]} not ready in {START_TIMEOUT_S:.0f} s:\n{self._tail()}")
+
+    def _tail(self, n: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def __exit__(self, exc_type: type[BaseException] | None = None, *rest: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.own_log and exc_type is None:
+            self.log.unlink(missing_ok=True)
+
+
+class LlamaCppServer(_Server):
+    """llama-cpp-python's OpenAI server on one GGUF."""
+
+    def __init__(
+        self,
+        model: Path,
+        *,
+        logits_all: bool = True,
+        threads: int = 1,
+        log: Path | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
+        port = _free_port()
+        argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+        argv += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads)]
+        argv += ["--logits_all", str(logits_all).lower(), "--verbose", "false", *extra]
+        super().__init__(argv, _env(), port, log)
+        self.model_id = str(model)  # what its /v1/models lists
+        self.version = importlib.metadata.version("llama_cpp_python")  # see _QUANTIZE
+        self.name = f"llama.cpp (llama-cpp-python {self.version})"
+
+    def __enter__(self) -> LlamaCppServer:
+        super().__enter__()
+        return self
+
+
+class TransformersServer(_Server):
+    """``transformers serve`` on one Hugging Face folder, on the CPU, offline."""
+
+    def __init__(self, folder: Path, *, log: Path | None = None, extra: Sequence[str] = ()) -> None:
+        import transformers
+
+        port = _free_port()
+        cli = Path(sys.executable).parent / "transformers"
+        argv = [str(cli), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port)]
+        argv += ["--device", "cpu", *extra]
+        super().__init__(argv, _env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"), port, log)
+        self.model_id = str(folder)  # what its /v1/models lists and requests must send as "model"
+        self.version = transformers.__version__
+        self.name = f"transformers serve (transformers {self.version})"
+
+    def __enter__(self) -> TransformersServer:
+        super().__enter__()
+        return self
