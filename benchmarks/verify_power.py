@@ -20,13 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-sys.path[:0] = [
-    str(Path(__file__).parents[1] / "tests"),
-    str(Path(__file__).parents[1] / "tests" / "support"),
-]
+sys.path[:0] = [str(Path(__file__).parents[1] / "tests" / "support")]
 import lossy_engines as le  # noqa: E402
+from tiny_checkpoint import write_tiny_checkpoint  # noqa: E402
 
-from conftest import write_tiny_checkpoint  # noqa: E402
 from lossless.config import ServeConfig  # noqa: E402
 from lossless.endpoints import Endpoint  # noqa: E402
 from lossless.engine.engine import Engine  # noqa: E402

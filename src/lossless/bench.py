@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -16,14 +17,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from lossless import endpoints as ep
 from lossless.analyze import parse_slo, summarize
 from lossless.client.call import CallOptions
-from lossless.errors import UsageError
+from lossless.errors import EndpointError, UsageError
 from lossless.records import RequestRecord, read_jsonl, write_jsonl
-from lossless.run import BenchConfig, LoadLevel, OnRecord, loop_factory, run_bench
+from lossless.run import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
 from lossless.tokens import TokenCounter, fill_n_out, listed_models, load_token_counter
 from lossless.workload.prompts import prompts
 
@@ -122,6 +122,7 @@ def _measure(
     config: BenchConfig, options: BenchOptions, slo: dict[str, float], count: TokenCounter | None
 ) -> tuple[Summary, list[RequestRecord]]:
     started = time.time()
+    _reachable(config)
     if config.records_path is not None and config.records_path.exists():
         config.records_path.unlink()  # a fresh run; records are appended as they finish
     total = None
@@ -129,7 +130,7 @@ def _measure(
         total = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
     loop_name, factory = loop_factory()
     with _progress(total) as on_record, asyncio.Runner(loop_factory=factory) as runner:
-        result = runner.run(run_bench(config, on_record=on_record))
+        result = runner.run(_stoppable(config, on_record))
     given = None if count is None or not options.tokenizer else (options.tokenizer, count)
     records = fill_n_out(
         result.records, config.endpoints, given, lambda e: listed_models(e, config.connect_timeout)
@@ -144,6 +145,37 @@ def _measure(
     summary["config"] = config_block(config, options)
     summary["environment"] = environment(started, loop_name)
     return summary, records
+
+
+async def _stoppable(config: BenchConfig, on_record: OnRecord | None) -> RunResult:
+    """``run_bench``, which Ctrl-C ends by cancelling it; SIGTERM (what ``timeout``, a CI cancellation
+    and ``docker stop`` send) ends it the same way, so the requests that finished are summarized and
+    the summary is marked interrupted instead of the process dying with nothing written."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        return await run_bench(config, on_record=on_record)
+    try:
+        return await run_bench(config, on_record=on_record)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _reachable(config: BenchConfig) -> None:
+    """Every endpoint takes a TCP connection, or the run does not start: a wrong host or port is one
+    line and exit 2, not a table of connection errors."""
+    from lossless.client.http import unreachable
+
+    async def check() -> list[str | None]:
+        return list(
+            await asyncio.gather(*(unreachable(e.base_url, config.connect_timeout) for e in config.endpoints))
+        )
+
+    for e, why in zip(config.endpoints, asyncio.run(check()), strict=True):
+        if why is not None:
+            raise EndpointError(f"endpoint {e.name!r} ({ep.public_url(e.base_url)}): cannot connect: {why}")
 
 
 def report(summary: Summary, options: BenchOptions, records: list[RequestRecord] | None = None) -> None:
@@ -175,7 +207,7 @@ def config_block(config: BenchConfig, options: BenchOptions) -> dict[str, Any]:
     header), base URLs without user info or query (some providers put a key there)."""
     return {
         "endpoints": [
-            {"name": e.name, "base_url": _public_url(e.base_url), "model": e.model,
+            {"name": e.name, "base_url": ep.public_url(e.base_url), "model": e.model,
              "api_key_env": e.api_key_env, "headers": sorted(e.headers), "body": dict(e.body),
              "price_usd_per_million": [e.price_in, e.price_out]}
             for e in config.endpoints
@@ -205,14 +237,6 @@ def environment(started: float, event_loop: str) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "event_loop": event_loop,
     }
-
-
-def _public_url(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host  # IPv6
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 # --- helpers ----------------------------------------------------------------------------------------

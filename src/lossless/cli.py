@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -11,8 +12,8 @@ from typing import Any
 
 import click
 
-from lossless import __version__
-from lossless.errors import LosslessError
+from lossless import __version__, checks
+from lossless.errors import LosslessError, UsageError
 
 
 def _friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,6 +31,34 @@ def _friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(130)
 
     return wrapper
+
+
+class FiniteFloat(click.FloatRange):
+    """A FloatRange that also refuses nan and inf. Every comparison with nan is false, so FloatRange lets
+    it through: ``--duration nan`` never stopped sending and ``--burstiness nan`` spun a core at 100%."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+SEED = click.IntRange(0, 2**32 - 1)  # numpy's generators refuse negative seeds; torch's overflow past 2**64
+THREADS = click.IntRange(1, 4096)  # torch's thread count; a huge one overflowed after the model loaded
+SECONDS = FiniteFloat(0, min_open=True)
+BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
+MAX_SAMPLES, MAX_VERIFY_TOKENS = 10_000, 4096  # verify's budget: far past "large" (16 x 32 tokens)
+MAX_CONCURRENCY = 100_000  # in flight per endpoint, each a task and a socket: past this, memory runs out
+
+
+def _outputs(folder: Path | None, files: tuple[str, ...], page: Path | None = None) -> None:
+    """--out and --html can be written: checked before the run, so that no result is lost to a late
+    failure (a file where a folder should be, a read-only disk)."""
+    if folder is not None:
+        checks.writable_dir(folder, "--out", files)
+    if page is not None:
+        checks.writable_file(page, "--html")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -56,6 +85,8 @@ def models_pull(name: str | None) -> None:
     model = cache.EMBEDDED.get(name or cache.DEFAULT_MODEL)
     if model is None:
         raise LosslessError(f"unknown model {name!r}; embedded models: {', '.join(sorted(cache.EMBEDDED))}")
+    if not cache.cached_path(model).is_file():  # $LOSSLESS_HOME may name a file or a read-only place
+        checks.writable_dir(cache.models_dir(), "the model cache ($LOSSLESS_HOME/models)")
     path = cache.pull(model)
     click.echo(str(path))
 
@@ -84,7 +115,7 @@ def models_list() -> None:
 @click.option(
     "--max-queue", default=64, show_default=True, type=click.IntRange(1), help="Queue size before 429."
 )
-@click.option("--threads", default=None, type=click.IntRange(1), help="Torch threads (default: torch's).")
+@click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
 @click.option(
     "--speculative",
     default="none",
@@ -95,7 +126,7 @@ def models_list() -> None:
 @click.option(
     "--spec-threshold",
     default=None,
-    type=float,
+    type=FiniteFloat(),
     help="draft:PATH stops after a token below this [0.3]; dspark below this predicted survival "
     "[0.1 with bfloat16 weights, 0.3 with float32].",
 )
@@ -144,14 +175,16 @@ def draft() -> None:
     "--out", "out_dir", default="lossless-draft", show_default=True, type=click.Path(path_type=Path)
 )
 @click.option("--model", default=None, help="Embedded model name or checkpoint path [smollm2-135m-instruct].")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--steps", default=None, type=click.IntRange(1), help="Optimizer steps [the recipe's].")
 @click.option("--prompts", default=None, type=click.IntRange(1), help="Only the first N bundled prompts.")
 @click.option(
     "--written", default=None, type=click.IntRange(0), help="Prompts the model writes itself [2400]."
 )
-@click.option("--max-new", default=None, type=click.IntRange(1), help="Answer tokens at most [192].")
-@click.option("--threads", default=None, type=click.IntRange(1), help="Torch threads (default: torch's).")
+@click.option(  # the engine is loaded for training with a 1024-token context
+    "--max-new", default=None, type=click.IntRange(1, 1024), help="Answer tokens at most [192]."
+)
+@click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
 @_friendly_errors
 def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes: int | None) -> None:
     """Self-distil a DSpark-style draft head from the model's own answers to the bundled prompts and
@@ -163,6 +196,8 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     from lossless.console import stderr_console
     from lossless.draft import train as stage
 
+    train_files = ("head.safetensors", "head.json", "recipe.json", "train_log.jsonl", "data.pt")
+    checks.writable_dir(out_dir, "--out", train_files)
     console = stderr_console()
     given = {k: v for k, v in changes.items() if v is not None}
     evaluation = stage.main(out_dir, model, threads, given, console.print)
@@ -182,20 +217,20 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
 @click.option("--stream/--no-stream", default=True, show_default=True)
 @click.option("--max-tokens", default=128, show_default=True, type=click.IntRange(1))
 @click.option("--concurrency", default=None, help="Requests in flight per endpoint; a list (1,4,16) sweeps.")
-@click.option("--rate", default=None, type=click.FloatRange(0, min_open=True), help="Open loop: arrivals/s.")
-@click.option("--burstiness", default=1.0, show_default=True, type=click.FloatRange(0, min_open=True))
+# an arrival in 11 days to a million a second; outside, a typo (and 1e-300 overflowed the schedule)
+@click.option("--rate", default=None, type=FiniteFloat(1e-6, 1e6), help="Open loop: arrivals/s.")
+@click.option("--burstiness", default=1.0, show_default=True, type=FiniteFloat(1e-3, 1e3))
 @click.option("--requests", default=None, type=click.IntRange(1), help="Measured requests [default: 20].")
-@click.option("--duration", default=None, type=click.FloatRange(0, min_open=True), help="Or: seconds.")
+@click.option("--duration", default=None, type=SECONDS, help="Or: seconds.")
 @click.option("--warmup", default=0, show_default=True, type=click.IntRange(0), help="Unmeasured requests.")
-@click.option("--retries", default=0, show_default=True, type=click.IntRange(0))
-@click.option("--timeout-connect", default=10.0, show_default=True, type=click.FloatRange(0, min_open=True))
-@click.option(
-    "--timeout-first-token", default=60.0, show_default=True, type=click.FloatRange(0), help="0 = none."
-)
-@click.option("--timeout-total", default=600.0, show_default=True, type=click.FloatRange(0, min_open=True))
+# backoff doubles per attempt: 2**1024 overflows a float
+@click.option("--retries", default=0, show_default=True, type=click.IntRange(0, 100))
+@click.option("--timeout-connect", default=10.0, show_default=True, type=SECONDS)
+@click.option("--timeout-first-token", default=60.0, show_default=True, type=FiniteFloat(0), help="0 = none.")
+@click.option("--timeout-total", default=600.0, show_default=True, type=SECONDS)
 @click.option("--slo", default=None, help="Goodput objectives in ms, e.g. ttft=500,tpot=50,e2e=5000.")
-@click.option("--stall-threshold", default=1.0, show_default=True, type=click.FloatRange(0, min_open=True))
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--stall-threshold", default=1.0, show_default=True, type=SECONDS)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option(
     "--tokenizer",
     default=None,
@@ -209,11 +244,27 @@ def bench(urls: tuple[str, ...], **opts: Any) -> None:
     """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
     from lossless import bench as stage
 
+    _check_concurrency(opts["concurrency"])
+    if opts["tokenizer"] == "":
+        raise UsageError("--tokenizer: give a tokenizer.json, a GGUF file or an embedded model's name")
+    _outputs(opts["out_dir"], BENCH_FILES, opts["html"])
     options = stage.BenchOptions(urls=urls, **opts)
     summary, records = stage.run_records(options)
     stage.report(summary, options, records)
     if summary["interrupted"]:
         sys.exit(130)
+
+
+def _check_concurrency(text: str | None) -> None:
+    # bench parses the list again; here it is also bounded
+    try:
+        levels = [int(v) for v in (text or "1").split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"--concurrency wants integers like 1,4,16, got {text!r}") from None
+    if not levels or min(levels) < 1 or max(levels) > MAX_CONCURRENCY:
+        raise UsageError(
+            f"--concurrency wants positive integers up to {MAX_CONCURRENCY:,} like 1,4,16, got {text!r}"
+        )
 
 
 # --- probe ------------------------------------------------------------------------------------------
@@ -233,6 +284,7 @@ def probe(url: str | None, **opts: Any) -> None:
     from lossless.console import people_console
     from lossless.probe import stage
 
+    _outputs(opts["out_dir"], ("probe.json",))
     config = stage.probe_config(url, opts)
     result = stage.run_probe(config)
     stage.render(result, people_console(stderr=opts["as_json"]))
@@ -260,12 +312,12 @@ def probe(url: str | None, **opts: Any) -> None:
 )
 @click.option("--budget", default="default", show_default=True, help="small|default|large or PxSxT.")
 @click.option("--api", default="completions", show_default=True, type=click.Choice(["completions", "chat"]))
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option(
     "--timeout",
     default=120.0,
     show_default=True,
-    type=click.FloatRange(0, min_open=True),
+    type=SECONDS,
     help="Seconds for one request; a slower one counts as failed and the run goes on.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Verdict as JSON on stdout (the table goes to stderr).")
@@ -279,6 +331,8 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
     from lossless.console import people_console
     from lossless.verify import stage
 
+    _outputs(opts["out_dir"], ("verify.json",), opts["html"])
+    _check_budget(opts["budget"], "--budget")
     config = stage.verify_config(baseline, candidate, opts)
     result = stage.run_verify(config)
     stage.render(result, people_console(stderr=opts["as_json"]))
@@ -291,6 +345,18 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
 
         html.write(opts["html"], html.render_run(None, [], result.as_dict()))
     sys.exit(stage.EXIT_CODES[result.verdict])
+
+
+def _check_budget(text: str | None, option: str) -> None:
+    """verify's budget, bounded: its sample and token counts size arrays only after all the traffic
+    (numpy refused 1x2x10**30 there, with a traceback)."""
+    from lossless.verify.result import parse_budget
+
+    budget = None if text is None else parse_budget(text)
+    if budget is not None and (budget.samples > MAX_SAMPLES or budget.max_tokens > MAX_VERIFY_TOKENS):
+        raise UsageError(
+            f"{option}: at most {MAX_SAMPLES:,} samples of {MAX_VERIFY_TOKENS:,} tokens, got {text!r}"
+        )
 
 
 # --- demo -------------------------------------------------------------------------------------------
@@ -310,8 +376,10 @@ def verify(baseline: str | None, candidate: str | None, **opts: Any) -> None:
     "whose head it is; ngram for another].",
 )
 @click.option("--dtype", default="bfloat16", show_default=True, type=click.Choice(["float32", "bfloat16"]))
-@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0), help="Benchmark's.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(  # the embedded server's range
+    "--temperature", default=0.0, show_default=True, type=FiniteFloat(0, 2), help="Benchmark's."
+)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @_friendly_errors
 def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
     """Serve the embedded model plainly and speculatively, benchmark, verify and report both.
@@ -319,7 +387,12 @@ def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
     Exit 0, or 1 when verification finds the speculative mode different."""
     from lossless import demo as stage
 
+    _check_budget(opts["verify_budget"], "--verify-budget")
     options = stage.demo_options(out_dir, quick, **opts)
+    _outputs(out_dir, (*BENCH_FILES, "verify.json", "report.html"))
+    from lossless.engine.drafts import parse_drafter_spec  # torch: the demo needs it anyway
+
+    parse_drafter_spec(options.drafter)  # before the model is pulled and loaded
     result = stage.run(options)
     click.echo("\n".join(stage.summary_lines(result)))
     sys.exit(1 if result.verdict == "different" else 0)
@@ -335,10 +408,17 @@ def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
 )
 @_friendly_errors
 def report_cmd(run_dir: Path, output: Path | None) -> None:
-    """One self-contained HTML report (plots, tables) of what bench/verify --out wrote in RUN_DIR."""
+    """One self-contained HTML report (plots, tables) of what bench/verify --out wrote in RUN_DIR.
+
+    A run stopped before it wrote summary.json is summarized from its records."""
     from lossless.report import html
 
-    path = html.write(output or run_dir / "report.html", html.build(run_dir))
+    target = output or run_dir / "report.html"
+    checks.writable_file(target, "--output" if output else "the report")
+    run = html.read_run(run_dir)
+    path = html.write(target, html.render_saved(run, run_dir))
+    for note in run.notes:
+        click.echo(f"note: {note}", err=True)
     click.echo(str(path))  # stdout is data: where the report is
 
 
@@ -357,7 +437,11 @@ def compare(run_a: Path, run_b: Path, output: Path | None, as_json: bool) -> Non
     from lossless.report import compare as stage
     from lossless.report import html
 
+    if output is not None:
+        checks.writable_file(output, "--output")
     result = stage.load(run_a, run_b)
+    for note in result["notes"]:
+        click.echo(f"note: {note}", err=True)
     console = people_console(stderr=as_json)
     stage.render_terminal(result, console)
     if as_json:

@@ -22,9 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
+from lossless import checks
 from lossless.errors import EndpointError, UsageError
+
+_FIELDS = ("name", "base_url", "model", "api_key_env", "body", "headers", "price", "tokenizer")
 
 
 @dataclass(frozen=True)
@@ -48,30 +51,47 @@ def api_key(endpoint: Endpoint) -> str | None:
         raise EndpointError(
             f"endpoint {endpoint.name!r}: environment variable {endpoint.api_key_env} is not set"
         )
+    try:  # the key goes in a header: a line break there was refused only when the request was made
+        checks.http_headers({"authorization": f"Bearer {key}"}, "")
+    except UsageError:
+        raise UsageError(  # the message names the variable, never the key
+            f"endpoint {endpoint.name!r}: environment variable {endpoint.api_key_env} holds a line break "
+            "or control character, which an HTTP header cannot carry"
+        ) from None
     return key
 
 
-def _check_url(url: str, where: str) -> str:
+def public_url(url: str) -> str:
+    """``url`` as it may be printed or saved: without user info (a password may sit there), query or
+    fragment (some providers put a key there)."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"{where}: base URL {url!r} is not an http(s) URL like https://host/v1")
-    return url.rstrip("/")
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # IPv6
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def from_urls(urls: Sequence[str], model: str | None, api_key_env: str | None) -> tuple[Endpoint, ...]:
     if not model:
         raise UsageError("--model is required with endpoint URLs")
-    names = [urlsplit(u).netloc for u in urls]
+    if api_key_env is not None:
+        checks.env_name(api_key_env, "--api-key-env")
+    checked = [checks.http_url(u, "argument") for u in urls]  # before urlsplit below can raise
+    # host[:port], never the user info: a name is printed and saved, and a password may sit there
+    names = [urlsplit(u).netloc.rpartition("@")[2] for u in checked]
     if len(set(names)) < len(names):  # same host twice: tell them apart by position
         names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
     return tuple(
-        Endpoint(name=n, base_url=_check_url(u, "argument"), model=model, api_key_env=api_key_env)
-        for n, u in zip(names, urls, strict=True)
+        Endpoint(name=n, base_url=u, model=model, api_key_env=api_key_env)
+        for n, u in zip(names, checked, strict=True)
     )
 
 
 def load_toml(path: Path) -> tuple[Endpoint, ...]:
     doc = _read_toml(path)
+    unknown = sorted(set(doc) - {"endpoint"})
+    if unknown:  # a misspelt [[endpionts]] would otherwise be ignored without a word
+        raise UsageError(f"endpoints file {path}: unknown top-level key(s) {', '.join(unknown)}")
     tables = doc.get("endpoint")
     if not isinstance(tables, list) or not tables:
         raise UsageError(f"endpoints file {path} has no [[endpoint]] tables")
@@ -117,7 +137,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"cannot read endpoints file {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise UsageError(f"endpoints file {path} is not UTF-8 text: {exc.reason}") from exc
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, and an int past Python's 4300 digits
         raise UsageError(f"endpoints file {path} is not valid TOML: {exc}") from exc
     except RecursionError:
         raise UsageError(f"endpoints file {path} nests too deeply") from None
@@ -126,24 +146,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _endpoint(table: Any, where: str) -> Endpoint:
     if not isinstance(table, dict):
         raise UsageError(f"{where} is not a table")
-    unknown = set(table) - {
-        "name",
-        "base_url",
-        "model",
-        "api_key_env",
-        "body",
-        "headers",
-        "price",
-        "tokenizer",
-    }
+    unknown = set(table) - set(_FIELDS)
     if unknown:
         raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     for key in ("name", "base_url", "model"):
         if not isinstance(table.get(key), str) or not table[key]:
             raise UsageError(f"{where}: '{key}' must be a non-empty string")
     key_env = table.get("api_key_env")
-    if key_env is not None and not isinstance(key_env, str):
-        raise UsageError(f"{where}: 'api_key_env' must be the name of an environment variable")
+    if key_env == "":  # as good as absent: no Authorization header
+        key_env = None
+    if key_env is not None:
+        checks.env_name(key_env, f"{where}: 'api_key_env'")
     tokenizer = table.get("tokenizer")
     if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer):
         raise UsageError(f"{where}: 'tokenizer' must be a path or an embedded model's name")
@@ -153,11 +166,11 @@ def _endpoint(table: Any, where: str) -> Endpoint:
     price_in, price_out = _price(table.get("price"), where)
     return Endpoint(
         name=table["name"],
-        base_url=_check_url(table["base_url"], where),
+        base_url=checks.http_url(table["base_url"], where),
         model=table["model"],
-        api_key_env=key_env or None,
-        body=dict(body),
-        headers={str(k): str(v) for k, v in headers.items()},
+        api_key_env=key_env,
+        body=checks.json_body(body, where),
+        headers=checks.http_headers(headers, where),
         price_in=price_in,
         price_out=price_out,
         tokenizer=tokenizer,
@@ -173,6 +186,6 @@ def _price(value: Any, where: str) -> tuple[float | None, float | None]:
         pair = (value[0], value[1])
     else:
         raise UsageError(f"{where}: 'price' must be {{input = USD/Mtok, output = USD/Mtok}}")
-    if not all(isinstance(p, int | float) and p >= 0 for p in pair):
-        raise UsageError(f"{where}: prices must be non-negative numbers")
+    if not all(checks.is_number(p) and p >= 0 for p in pair):  # not true, not nan or inf
+        raise UsageError(f"{where}: prices must be non-negative numbers, got {value!r}")
     return float(pair[0]), float(pair[1])

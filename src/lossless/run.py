@@ -172,7 +172,10 @@ class _Run:
                 ):
                     break
                 scheduled = start_ns + int(offset * 1e9)
-                await asyncio.sleep(max(0.0, (scheduled - self.clock()) / 1e9))
+                wait = (scheduled - self.clock()) / 1e9
+                if deadline is not None and time.monotonic() + wait >= deadline:
+                    break  # the next arrival falls after --duration: do not sleep until it
+                await asyncio.sleep(max(0.0, wait))
                 for k in range(n):
                     endpoint = cfg.endpoints[(i + k) % n]  # rotate who goes first
                     tg.create_task(self._limited(slots, self.job(endpoint, i, level, scheduled)))

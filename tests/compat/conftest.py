@@ -6,13 +6,10 @@ model, twice, and once on a folder that is greedy-only (as a user's folder usual
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
 from third_party import LlamaCppServer, TransformersServer, hf_folder, requantize
 
 

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tiny_checkpoint import write_tiny_checkpoint
 
-from conftest import write_tiny_checkpoint
 from lossless.engine.drafts import ModelDrafter, NgramDrafter, build_drafter, parse_drafter_spec
 from lossless.engine.engine import Engine
 from lossless.engine.generate import generate_text

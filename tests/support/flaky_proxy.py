@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+from provider_server import plain_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from lossless.server.main import bind, url_of, uvicorn_server
+from lossless.server.main import bind, url_of
 
 
 @contextmanager
@@ -36,7 +37,7 @@ def flaky_proxy(upstream: str, *, healthy: int, fail_every: int) -> Iterator[str
 
     app = Starlette(routes=[Route("/v1/{rest:path}", forward, methods=["POST"])])
     sock = bind("127.0.0.1", 0)
-    server = uvicorn_server(app)
+    server = plain_server(app)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -17,12 +17,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from lossless.server.main import bind, url_of, uvicorn_server
+from lossless.server.main import bind, url_of
 
 WORDS = [
     "alpha",
@@ -186,7 +187,7 @@ def _stream(body: dict[str, Any], answer: tuple[str, str, str]) -> Iterator[byte
 def provider_server(habits: Habits) -> Iterator[str]:
     """Yield the base URL (``http://127.0.0.1:PORT/v1``) of a server with these habits."""
     sock = bind("127.0.0.1", 0)
-    server = uvicorn_server(create_app(habits))
+    server = plain_server(create_app(habits))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -198,3 +199,8 @@ def provider_server(habits: Habits) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def plain_server(app: Starlette) -> uvicorn.Server:
+    """uvicorn as a third party runs it (not lossless serve's hardened server)."""
+    return uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off"))

@@ -9,7 +9,8 @@ client's own lateness from time the kernel kept runnable tasks waiting for a CPU
 Control (same port): POST /_scripts {"default": script, "scripts": {key: script}}; GET /_log; DELETE /_log.
 A script is a dict: status, headers, head_delay, steps [[delay_s, kind, n_tokens]] with kind in
 content|reasoning|tool|role|malformed|error|number|object, usage ("final"|"each"|"none"), done,
-drop_after, body.
+drop_after, body (of a non-200 answer), raw_body (of a 200 non-streamed one), reset (close before any
+answer), raw [[delay_s, text]] (the stream's bytes exactly) with drop (a reset instead of its end).
 Run: python scripted_server.py  -> prints the port on the first line of stdout.
 """
 
@@ -127,7 +128,9 @@ async def _stream(writer: asyncio.StreamWriter, script: dict, api: str, entry: d
 
 async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     key = (body.get("messages") or [{}])[-1].get("content") if "messages" in body else body.get("prompt")
-    script = STATE["scripts"].get(key, STATE["default"])
+    # a script named after the path's first segment (base URL http://host/NAME/v1) comes first: many
+    # endpoints, one fault each, in one run
+    script = STATE["scripts"].get("/" + path.split("/")[1]) or STATE["scripts"].get(key, STATE["default"])
     api = "completions" if path.endswith("/completions") and "chat" not in path else "chat"
     STATE["n"] += 1
     entry: dict[str, Any] = {"id": f"req-{STATE['n']}", "received_ns": time.perf_counter_ns(), "events": []}
@@ -136,10 +139,13 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
         await asyncio.sleep(script["head_delay"])
     if script.get("stagger_ms"):  # spread otherwise lock-step streams, as arrival times would
         await asyncio.sleep((STATE["n"] % 16) * script["stagger_ms"] / 1000)
+    if script.get("reset"):  # the connection dies before any answer
+        writer.transport.abort()
+        return
     status = script.get("status", 200)
     headers = [("x-request-id", entry["id"]), *script.get("headers", [])]
     if status != 200 or not body.get("stream"):
-        content = script.get("body", "") if status != 200 else _whole(script, api)
+        content = script.get("body", "") if status != 200 else script.get("raw_body") or _whole(script, api)
         data = content.encode()
         head = [f"HTTP/1.1 {status} {REASONS.get(status, 'X')}", f"content-length: {len(data)}"]
         head += ["content-type: application/json"] + [f"{k}: {v}" for k, v in headers]
@@ -151,7 +157,25 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     head += [f"{k}: {v}" for k, v in headers]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
     entry["headers_ns"] = time.perf_counter_ns()
-    await _stream(writer, script, api, entry)
+    if "raw" in script:
+        await _raw(writer, script)
+    else:
+        await _stream(writer, script, api, entry)
+
+
+async def _raw(writer: asyncio.StreamWriter, script: dict) -> None:
+    """The stream exactly as scripted: [delay_s, text] pieces, each one chunk of the chunked body, then
+    the terminating chunk (or, with "drop", a reset where it would be)."""
+    for delay, text in script["raw"]:
+        if delay:
+            await asyncio.sleep(delay)
+        # "hex:..." pieces are bytes that are not UTF-8 text
+        writer.write(_frame(bytes.fromhex(text[4:]) if text.startswith("hex:") else text.encode()))
+        await writer.drain()
+    if script.get("drop"):
+        writer.transport.abort()
+        return
+    writer.write(b"0\r\n\r\n")
 
 
 def _whole(script: dict, api: str) -> str:

@@ -130,6 +130,8 @@ async def call(
     if kind is None and acc.status is not None and acc.status != 200:
         kind = f"http_{acc.status}"
         message = session.redact(" ".join(acc.text)[:300]) or f"HTTP {acc.status}"
+        if 300 <= acc.status < 400:  # see Session.post
+            message = f"HTTP {acc.status}: a redirect, not followed (it would take the key's headers along)"
     end = acc.end_ns if kind is None and acc.end_ns is not None else clock()
     return _record(job, attempt, opts, sent, end, acc, kind, message)
 

@@ -8,8 +8,10 @@ from any text a server sends back before that text becomes an error message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -73,7 +75,8 @@ class Session:
         self._headers = {"content-type": "application/json", "accept-encoding": "identity", **headers}
         if key:
             self._headers["authorization"] = f"Bearer {key}"
-        self._secrets = tuple(s for s in (key,) if s)
+        # a password in the URL (http://user:key@host/v1) is a key too: aiohttp sends it as basic auth
+        self._secrets = tuple(s for s in (key, urlsplit(base_url).password) if s)
         self._base = base_url.rstrip("/")
         self._connect_timeout = connect_timeout
         self._session: aiohttp.ClientSession | None = None
@@ -91,14 +94,14 @@ class Session:
         return self._session
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, self._secrets)
 
     @asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[Response]:
         try:
-            resp = await self._client().post(self._base + path, data=body)
+            # Redirects are not followed: aiohttp would carry custom key headers (api-key, x-api-key)
+            # to another origin (it drops only Authorization). A 3xx is an answer, recorded as such.
+            resp = await self._client().post(self._base + path, data=body, allow_redirects=False)
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise TransportError("timeout_connect", "connect timed out") from exc
         except aiohttp.ClientError as exc:
@@ -117,7 +120,8 @@ class Session:
         """A plain GET (Prometheus /metrics, /v1/models); None when unreachable, not 200 or not text.
         At most ``limit`` bytes are read: a side request must never hold the run up."""
         try:
-            async with self._client().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            timeout_ = aiohttp.ClientTimeout(total=timeout)
+            async with self._client().get(url, timeout=timeout_, allow_redirects=False) as resp:
                 if resp.status != 200:
                     return None
                 return (await resp.content.read(limit)).decode("utf-8")
@@ -127,3 +131,51 @@ class Session:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+async def unreachable(base_url: str, timeout: float) -> str | None:
+    """Why no TCP connection to the URL's host and port opens within ``timeout``; None when one does.
+    (Direct, like the sessions: no proxy from the environment.)"""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(parts.hostname, port)
+    except TimeoutError:
+        return f"no connection within {timeout:g} s"
+    except (OSError, ValueError) as exc:  # refused, unresolvable, unreachable; a port out of range
+        return getattr(exc, "strerror", None) or str(exc)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+FRAGMENT = 8  # a run of this many characters of a key is a key: providers echo a key's start or end
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every secret, and every run of FRAGMENT or more of a secret's characters in order
+    (an error body saying "invalid key sk-abcdefgh..." shows part of one), replaced by ``***``."""
+    hidden = [False] * len(text)
+    for secret in secrets:
+        shortest = min(FRAGMENT, len(secret))
+        for start in range(len(text)):
+            for offset in range(len(secret)):
+                run = 0
+                while start + run < len(text) and offset + run < len(secret):
+                    if text[start + run] != secret[offset + run]:
+                        break
+                    run += 1
+                if run >= shortest:
+                    hidden[start : start + run] = [True] * run
+    out, i = [], 0
+    while i < len(text):
+        if hidden[i]:
+            while i < len(text) and hidden[i]:
+                i += 1
+            out.append("***")
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)

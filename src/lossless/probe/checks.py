@@ -59,7 +59,8 @@ async def gather(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) ->
 
 
 def rejected(name: str, reply: Reply) -> Check:
-    return Check(name, "rejected", {"status": reply.status, "error": reply.error}, f"HTTP {reply.status}")
+    note = f"HTTP {reply.status}" if reply.status else "no answer (the connection failed or timed out)"
+    return Check(name, "rejected", {"status": reply.status, "error": reply.error}, note)
 
 
 def first_failure(replies: Sequence[Reply]) -> Reply | None:

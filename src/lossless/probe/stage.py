@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lossless.endpoints import Endpoint
+from lossless.endpoints import Endpoint, public_url
 from lossless.probe.checks import CHECKS, Check, Settings
 from lossless.probe.wire import Wire
 
@@ -33,7 +33,7 @@ class ProbeResult:
     def as_dict(self) -> dict[str, Any]:
         e = self.endpoint
         return {
-            "endpoint": {"name": e.name, "base_url": e.base_url, "model": e.model},
+            "endpoint": {"name": e.name, "base_url": public_url(e.base_url), "model": e.model},
             "checks": [asdict(c) for c in self.checks],
         }
 
@@ -84,7 +84,7 @@ def write(result: ProbeResult, out_dir: Path) -> Path:
 
 def render(result: ProbeResult, console: Console) -> None:
     e = result.endpoint
-    table = Table(title=f"probe: {e.name} ({e.base_url}, model {e.model})", title_justify="left")
+    table = Table(title=f"probe: {e.name} ({public_url(e.base_url)}, model {e.model})", title_justify="left")
     table.add_column("parameter")
     table.add_column("verdict")
     table.add_column("evidence")

@@ -16,7 +16,7 @@ from typing import Any
 
 from lossless.client.http import Session, TransportError
 from lossless.client.sse import SSEParser
-from lossless.endpoints import Endpoint, api_key
+from lossless.endpoints import Endpoint, api_key, public_url
 from lossless.errors import EndpointError
 
 MAX_ERROR_CHARS = 300
@@ -68,6 +68,7 @@ class Wire:
     def __init__(self, endpoint: Endpoint, timeout_s: float = 120.0, connect_timeout_s: float = 10.0) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self.reached = False  # it has answered at least once (headers came back)
         self._session = Session(
             endpoint.base_url, dict(endpoint.headers), api_key(endpoint), connect_timeout_s
         )
@@ -85,11 +86,19 @@ class Wire:
         A connection that fails before any answer is tried once more: a server closes idle keep-alive
         connections, and a request sent just as it does meets a reset (seen once in ~150 verify runs)."""
         try:
+            try:
+                return await self._post(body, path)
+            except EndpointError as exc:
+                if not isinstance(exc.__cause__, TransportError) or exc.__cause__.kind != "connection":
+                    raise
             return await self._post(body, path)
         except EndpointError as exc:
-            if not isinstance(exc.__cause__, TransportError) or exc.__cause__.kind != "connection":
-                raise
-        return await self._post(body, path)
+            if not self.reached:
+                raise  # never reached: nothing can be concluded, the command stops here
+            # it has answered before: this one request failed (a reset mid-stream, a time-out), and that
+            # is what the check it belongs to judges, not the end of the run
+            timeout = isinstance(exc.__cause__, TimeoutError)
+            return Reply(0, self.timeout_s if timeout else 0.0, error=str(exc))
 
     async def _post(self, body: dict[str, Any], path: str) -> Reply:
         # the endpoint's own fields last, as bench merges them: what its file asks for is what it gets
@@ -98,6 +107,7 @@ class Wire:
         start = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout_s), self._session.post(path, data) as resp:
+                self.reached = True
                 if resp.status != 200:
                     raw = await resp.read(4000)
                     return Reply(resp.status, time.perf_counter() - start, error=self._message(raw))
@@ -105,10 +115,12 @@ class Wire:
                     return await self._stream(resp, start, path)
                 raw = b"".join([c async for c in resp.chunks()])
         except TransportError as exc:
-            raise EndpointError(f"endpoint {self.endpoint.name!r} ({self.endpoint.base_url}): {exc}") from exc
+            raise EndpointError(
+                f"endpoint {self.endpoint.name!r} ({public_url(self.endpoint.base_url)}): {exc}"
+            ) from exc
         except TimeoutError as exc:
             raise EndpointError(
-                f"endpoint {self.endpoint.name!r} ({self.endpoint.base_url}): "
+                f"endpoint {self.endpoint.name!r} ({public_url(self.endpoint.base_url)}): "
                 f"no complete answer to {path} within {self.timeout_s:g} s"
             ) from exc
         return self._whole(raw, time.perf_counter() - start, path)

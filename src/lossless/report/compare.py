@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lossless.analyze import compare_runs, timing
+from lossless.errors import UsageError
 from lossless.records import RequestRecord
 from lossless.report import html, plots, svg
 
@@ -22,15 +23,21 @@ _BETTER_HIGHER = {"output_tps"}
 
 def load(dir_a: Path, dir_b: Path) -> dict[str, Any]:
     """Both runs and their comparison, as one JSON-ready dict (records stay out of it)."""
-    runs = []
+    runs: list[tuple[dict[str, Any] | None, list[RequestRecord]]] = []
+    notes: list[str] = []
     for d in (dir_a, dir_b):
-        summary, records, _ = html.load_run(d)
-        runs.append((summary or {}, records))
+        run = html.read_run(d, rebuild=False)  # the records are compared; a summary would go unused
+        if not run.records:
+            raise UsageError(f"{d} holds no bench records (records.jsonl) to compare")
+        env = (run.summary or {}).get("environment")
+        runs.append((env if isinstance(env, dict) else None, run.records))
+        notes += run.notes
     comparisons = compare_runs(runs[0][1], runs[1][1])
     return {
-        "a": {"dir": str(dir_a), "environment": runs[0][0].get("environment")},
-        "b": {"dir": str(dir_b), "environment": runs[1][0].get("environment")},
+        "a": {"dir": str(dir_a), "environment": runs[0][0]},
+        "b": {"dir": str(dir_b), "environment": runs[1][0]},
         "comparisons": comparisons,
+        "notes": notes,
         "_records": (runs[0][1], runs[1][1]),
     }
 

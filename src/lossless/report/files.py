@@ -87,6 +87,10 @@ def write(summary: dict[str, Any], out_dir: Path) -> None:
     write_atomic(out_dir / "summary.csv", to_csv(summary))
 
 
+_UMASK = os.umask(0o022)  # read once, at import (the only way to read it is to set it)
+os.umask(_UMASK)
+
+
 def write_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all: a killed run never leaves half a file behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +98,8 @@ def write_atomic(path: Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
+        # mkstemp makes the file owner-only; a report is as readable as any file the user writes
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from lossless.analyze import summarize
+from lossless.checks import record_problem
 from lossless.errors import UsageError
-from lossless.records import RequestRecord, read_jsonl
+from lossless.records import RequestRecord, from_json
 from lossless.report import plots, svg
 
 CSS = """
@@ -134,7 +137,8 @@ def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
 def _setup(summary: dict[str, Any]) -> str:
     env, config = summary.get("environment"), summary.get("config")
     if not env and not config:
-        return section("setup", "Configuration and environment", "<p>Not recorded by this version.</p>")
+        why = "rebuilt from records.jsonl" if summary.get("rebuilt_from_records") else "by this version"
+        return section("setup", "Configuration and environment", f"<p>Not recorded ({why}).</p>")
     parts = []
     if config:
         settings = [(k, json.dumps(v) if isinstance(v, dict | list) else v) for k, v in config.items()
@@ -156,9 +160,15 @@ def _setup(summary: dict[str, Any]) -> str:
 
 
 def render_run(
-    summary: dict[str, Any] | None, records: Sequence[RequestRecord], verify: dict[str, Any] | None = None
+    summary: dict[str, Any] | None,
+    records: Sequence[RequestRecord],
+    verify: dict[str, Any] | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     sections, nav = [], []
+    if notes:
+        items = "".join(f"<li>{escape(n)}</li>" for n in notes)
+        sections.append(section("notes", "Notes", f'<ul class="tight">{items}</ul>'))
     if summary is not None:
         figs = plots.figures(summary, records)
         sections += [_overview(summary), *(figure(f) for f in figs)]
@@ -254,30 +264,126 @@ def _tasks(v: dict[str, Any]) -> str:
 # --- files --------------------------------------------------------------------------------------------
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any] | None, list[RequestRecord], dict[str, Any] | None]:
-    """What ``bench --out`` (summary.json, records.jsonl) and ``verify --out`` (verify.json) left in DIR."""
+@dataclass(frozen=True)
+class SavedRun:
+    summary: dict[str, Any] | None  # summary.json, or rebuilt from the records when it is missing
+    records: list[RequestRecord]  # records.jsonl
+    verify: dict[str, Any] | None  # verify.json
+    notes: tuple[str, ...] = ()  # what a person should know about how these were read
 
-    def read(name: str) -> dict[str, Any] | None:
-        path = run_dir / name
-        if not path.exists():
-            return None
-        try:
-            return dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read {path}: {exc}") from exc
 
-    summary, verify = read("summary.json"), read("verify.json")
+def read_run(run_dir: Path, rebuild: bool = True) -> SavedRun:
+    """What ``bench --out`` (summary.json, records.jsonl) and ``verify --out`` (verify.json) left in DIR.
+
+    A run killed before it wrote summary.json (SIGKILL, a power cut) still left its records, flushed one
+    line at a time: with ``rebuild`` its summary is made again from them. Anything unreadable is a
+    UsageError naming the file (and line)."""
+    summary, verify = _read_json(run_dir / "summary.json"), _read_json(run_dir / "verify.json")
     records_path = run_dir / "records.jsonl"
-    if summary is None and verify is None:
-        raise UsageError(f"{run_dir} holds neither summary.json (bench --out) nor verify.json (verify --out)")
-    if summary is not None and not records_path.exists():
-        raise UsageError(f"{run_dir} has summary.json but no records.jsonl to plot")
-    records = list(read_jsonl(records_path)) if summary is not None else []
-    return summary, records, verify
+    if not records_path.exists():
+        if summary is not None:
+            raise UsageError(f"{run_dir} has summary.json but no records.jsonl to plot")
+        if verify is None:
+            raise UsageError(
+                f"{run_dir} holds neither summary.json and records.jsonl (bench --out) nor verify.json "
+                "(verify --out)"
+            )
+        return SavedRun(None, [], verify)
+    records, notes = read_records(records_path)
+    if summary is not None:
+        _check_summary(summary, run_dir / "summary.json")
+    elif rebuild and not records and verify is None:
+        raise UsageError(f"{records_path} holds no records and there is no summary.json: nothing to show")
+    elif rebuild and records:
+        summary = _rebuilt(records)
+        notes.append(
+            f"{run_dir / 'summary.json'} is missing (the run was stopped before it ended?): the summary was "
+            f"rebuilt from the {len(records)} records in records.jsonl, without prices (no costs), "
+            "configuration or environment"
+        )
+    return SavedRun(summary, records, verify, tuple(notes))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise UsageError(f"cannot read {path}: not JSON ({_short(exc)})") from None
+    except RecursionError:
+        raise UsageError(f"cannot read {path}: it nests too deeply") from None
+    if not isinstance(found, dict):
+        raise UsageError(f"{path} is not what lossless writes: a JSON object, got {type(found).__name__}")
+    return found
+
+
+def _check_summary(summary: dict[str, Any], path: Path) -> None:
+    entries = summary.get("endpoints")
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("load"), str)
+        for e in entries
+    ):
+        raise UsageError(f"{path} is not a bench summary: 'endpoints' must be a list of {{name, load, ...}}")
+
+
+def _rebuilt(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    names = dict.fromkeys(r.endpoint for r in records)  # the table in the order the run first sent
+    summary = summarize(records, {name: (None, None) for name in names})
+    summary["rebuilt_from_records"] = True
+    return summary
+
+
+def read_records(path: Path) -> tuple[list[RequestRecord], list[str]]:
+    """records.jsonl, every line checked; a cut-short last line (a write stopped midway) is skipped with
+    a note: lines are flushed one at a time, so only the last can be cut."""
+    try:
+        with path.open("rb") as f:
+            lines = [(n, raw) for n, raw in enumerate(f, 1) if raw.strip()]
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    records: list[RequestRecord] = []
+    for n, raw in lines:
+        try:
+            record = from_json(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if n == lines[-1][0] and not raw.endswith(b"\n"):
+                return records, [f"{path}: skipped its last line, cut short ({_short(exc)})"]
+            raise UsageError(f"{path}:{n}: not JSON ({_short(exc)})") from None
+        except KeyError as exc:
+            raise UsageError(f"{path}:{n}: not a request record: no field {exc}") from None
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise UsageError(
+                f"{path}:{n}: not a request record ({type(exc).__name__}: {_short(exc)})"
+            ) from None
+        problem = record_problem(record)
+        if problem is not None:
+            raise UsageError(f"{path}:{n}: not a request record: {problem}")
+        records.append(record)
+    return records, []
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+
+
+def render_saved(run: SavedRun, run_dir: Path) -> str:
+    """``render_run`` of what ``read_run`` found. Its summary.json and verify.json are plain dicts read
+    back: rather than a schema that repeats all of analyze's and verify's output, a field of the wrong
+    shape is caught where the page reads it (the records are checked field by field on reading)."""
+    try:
+        return render_run(run.summary, run.records, run.verify, run.notes)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+        raise UsageError(
+            f"{run_dir}: summary.json or verify.json is not shaped as lossless writes it "
+            f"({type(exc).__name__}: {_short(exc)})"
+        ) from None
 
 
 def build(run_dir: Path) -> str:
-    return render_run(*load_run(run_dir))
+    return render_saved(read_run(run_dir), run_dir)
 
 
 def write(path: Path, text: str) -> Path:

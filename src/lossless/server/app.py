@@ -2,17 +2,19 @@
 
 Every response, errors included, carries ``x-request-id`` (the client's, or a fresh one) and is counted
 in ``lossless_requests_total``; ``RequestContext`` wraps the whole Starlette app so that even its own
-500 page passes through it. Bad input is a 400 with an OpenAI error body, a full queue a 429.
+500 page passes through it. Inside it ``BodyGuard`` (limits.py) reads every body within the size and time
+limits. Bad input is a 400 with an OpenAI error body, a full queue a 429, a server shutting down a 503.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -23,16 +25,15 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lossless.engine.engine import Engine
-from lossless.engine.sampling import SamplingParams
-from lossless.server import protocol, responses
+from lossless.server import prompts, protocol, responses
 from lossless.server.bodies import Head
+from lossless.server.limits import DEFAULT_LIMITS, BodyGuard, Limits
 from lossless.server.metrics import CONTENT_TYPE, ServerMetrics
 from lossless.server.protocol import ApiRequest, Endpoint, InvalidRequest
-from lossless.server.worker import Failed, Job, QueueFull, Worker
+from lossless.server.worker import Failed, Job, QueueFull, ShuttingDown, Worker
 
 _ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
 MAX_REQUEST_ID = 200  # longer client ids are replaced, not echoed
-LONG_PROMPT_CHARS = 8192  # tokenized in a thread beyond this (~2k tokens, ~3 ms); shorter ones inline
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,31 @@ class Served:
     name: str  # the model name /v1/models reports and responses carry
     aliases: frozenset[str]  # other names a request's ``model`` may use
     fingerprint: str  # system_fingerprint in every response: the same value, the same numerics served
+    limits: Limits
+    token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (prompts.py)
 
 
 def create_app(
-    engine: Engine, *, name: str, aliases: frozenset[str] = frozenset(), max_queue: int = 64
-) -> ASGIApp:
+    engine: Engine,
+    *,
+    name: str,
+    aliases: frozenset[str] = frozenset(),
+    max_queue: int = 64,
+    limits: Limits = DEFAULT_LIMITS,
+) -> RequestContext:
     metrics = ServerMetrics()
     worker = Worker(engine, metrics, max_queue)
     metrics.queue_length = worker.queue_length
-    served = Served(engine, worker, metrics, name, aliases - {name}, fingerprint(engine))
+    token_bytes = prompts.max_token_bytes(engine)
+    served = Served(engine, worker, metrics, name, aliases - {name}, fingerprint(engine), limits, token_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Out of the collector's sight: the model's ~300k long-lived objects. Else every full collection
+        # that a request's allocations trigger walks them, holding the GIL (a 0.75 MB body of arrays took
+        # 170 ms to parse instead of 25), and the engine thread, which needs the GIL between ops, stalls.
+        gc.collect()
+        gc.freeze()
         worker.start()
         try:
             yield
@@ -76,20 +90,30 @@ def create_app(
         exception_handlers={
             InvalidRequest: _invalid_request,
             QueueFull: _queue_full,
+            ShuttingDown: _shutting_down,
             HTTPException: _http_error,
             Exception: _server_error,
         },
         lifespan=lifespan,
     )
     app.state.served = served
-    return RequestContext(app, metrics)
+    guard = BodyGuard(app, limits)
+
+    def begin_shutdown() -> None:
+        guard.closing.set()
+        worker.begin_shutdown(limits.shutdown_grace_s)
+
+    return RequestContext(guard, metrics, begin_shutdown)
 
 
 class RequestContext:
-    """Pure ASGI (``BaseHTTPMiddleware`` would buffer and slow streams): request id in, header out, count."""
+    """Pure ASGI (``BaseHTTPMiddleware`` would buffer and slow streams): request id in, header out, count.
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
-        self.app, self.metrics = app, metrics
+    The server calls ``begin_shutdown`` as soon as it starts to shut down (main.py), while it still
+    waits for responses to finish: waiting clients get their 503 then, not uvicorn's bare 500 later."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics, begin_shutdown: Callable[[], None]) -> None:
+        self.app, self.metrics, self.begin_shutdown = app, metrics, begin_shutdown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -100,10 +124,12 @@ class RequestContext:
         endpoint = scope["path"] if scope["path"] in _ROUTES else "other"
 
         async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)["x-request-id"] = request_id
-                self.metrics.requests.inc(1, endpoint, str(message["status"]))
-            await send(message)
+            if message["type"] != "http.response.start":
+                await send(message)
+                return
+            MutableHeaders(scope=message)["x-request-id"] = request_id
+            await send(message)  # counted once it left: a head h11 refuses to write is no 200
+            self.metrics.requests.inc(1, endpoint, str(message["status"]))
 
         await self.app(scope, receive, send_with_id)
 
@@ -136,74 +162,39 @@ async def completions(request: Request) -> Response:
 
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
     served = _served(request)
-    body = protocol.parse_json(await request.body())
-    req = protocol.parse(endpoint, body, served.name, served.aliases)
-    if _prompt_chars(req) > LONG_PROMPT_CHARS:  # ~1.3 us a token: a long prompt would stall other streams
-        prompt_ids, prompt_text = await asyncio.to_thread(_tokenize, served.engine, req)
+    raw = await request.body()  # BodyGuard has read it within the limits: this returns at once
+    if len(raw) > served.limits.parse_in_thread_bytes:  # json.loads: up to ~50 ms a MiB
+        req = await asyncio.to_thread(_parse, endpoint, raw, served)
     else:
-        prompt_ids, prompt_text = _tokenize(served.engine, req)
-    params = _fit_context(req, len(prompt_ids), served.engine.max_context)
+        req = _parse(endpoint, raw, served)
+    del raw
+    prompt = await prompts.tokenize(served.engine, req, served.token_bytes)
+    params = prompts.fit_context(req, prompt, served.engine.max_context)
     echo_scores = req.echo and req.logprobs is not None
-    job = Job(prompt_ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None)
+    job = Job(prompt.ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None)
     served.worker.submit(job)
+
+    def withdraw() -> None:
+        served.worker.withdraw(job)
+
     prefix = "chatcmpl-" if endpoint == "chat" else "cmpl-"
     head = Head(prefix + uuid.uuid4().hex, served.name, int(time.time()), served.fingerprint)
-    headers = {"x-lossless-ignored-params": ",".join(req.ignored)}
+    headers = {"x-lossless-ignored-params": protocol.ignored_header(req.ignored)}
     if not req.stream:
-        return await responses.complete(req, job, head, prompt_text, request.receive, headers)
-    first = await responses.until_started(job, request.receive)
+        return await responses.complete(req, job, head, prompt.text, request.receive, withdraw, headers)
+    first = await responses.until_started(job, request.receive, withdraw)
     if first is None:  # the client left while queued; nobody will read this
         return Response(status_code=499)
-    if isinstance(first, Failed):  # the server is shutting down
-        return responses.error_response(503, first.message, kind="server_error", headers=headers)
+    if isinstance(first, Failed):  # the server is shutting down: the headers are not sent yet, so a 503
+        return responses.failure_response(first, headers)
     headers["server-timing"] = responses.server_timing(first.queue_s)
-    return responses.SSEResponse(responses.stream(req, job, head, prompt_text), job.cancel.set, headers)
+    return responses.SSEResponse(responses.stream(req, job, head, prompt.text), withdraw, headers)
 
 
-def _prompt_chars(req: ApiRequest) -> int:
-    return sum(len(m["content"]) for m in req.messages) + len(req.prompt)
-
-
-def _tokenize(engine: Engine, req: ApiRequest) -> tuple[list[int], str]:
-    """The prompt's token ids and its text (for echo), in the handler so that a prompt too long for the
-    context gets its 400 before it queues. The tokenizer is thread-safe (Rust); the engine's model is not
-    touched here."""
-    if req.endpoint == "chat":
-        try:
-            ids = engine.chat_prompt([dict(m) for m in req.messages])
-        except Exception as exc:  # a template may raise anything (jinja's TemplateError, our UsageError)
-            raise InvalidRequest(
-                f"messages could not be rendered with the model's chat template: {exc}", param="messages"
-            ) from exc
-        text = ""
-    elif isinstance(req.prompt, str):
-        ids, text = engine.encode(req.prompt), req.prompt
-    else:
-        ids = list(req.prompt)
-        vocab = engine.args.vocab_size
-        if max(ids) >= vocab:
-            raise InvalidRequest(
-                f"token id {max(ids)} is outside the vocabulary (0..{vocab - 1})", param="prompt"
-            )
-        text = engine.decode(ids) if req.echo else ""
-    if not ids:
-        param = "messages" if req.endpoint == "chat" else "prompt"
-        raise InvalidRequest("the prompt is empty", param=param)
-    return ids, text
-
-
-def _fit_context(req: ApiRequest, n_prompt: int, max_context: int) -> SamplingParams:
-    room = max_context - n_prompt
-    wants = req.max_tokens
-    if room < 0 or (room == 0 and wants != 0):
-        raise InvalidRequest(
-            f"This model's maximum context length is {max_context} tokens; the prompt has {n_prompt} "
-            "and leaves no room to generate.",
-            param="messages" if req.endpoint == "chat" else "prompt",
-            code="context_length_exceeded",
-        )
-    # Asking for more than the context holds is clamped (finish_reason "length") rather than refused.
-    return replace(req.params, max_tokens=room if wants is None else min(wants, room))
+def _parse(endpoint: Endpoint, raw: bytes, served: Served) -> ApiRequest:
+    context = served.engine.max_context
+    body = protocol.parse_json(raw, protocol.max_json_values(context))
+    return protocol.parse(endpoint, body, served.name, served.aliases, context)
 
 
 # --- the rest ---------------------------------------------------------------------------------------
@@ -255,6 +246,12 @@ async def _queue_full(request: Request, exc: Exception) -> Response:
         kind="rate_limit_error",
         code="queue_full",
         headers={"retry-after": str(exc.retry_after_s)},
+    )
+
+
+async def _shutting_down(request: Request, exc: Exception) -> Response:
+    return responses.error_response(
+        503, str(exc), kind="server_error", code="server_shutting_down", headers={"connection": "close"}
     )
 
 

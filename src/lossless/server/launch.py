@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 from lossless.config import ServeConfig
 from lossless.errors import EndpointError
+from lossless.server.limits import DEFAULT_LIMITS, Limits
 from lossless.server.main import (
     LoadedModel,
     bind,
@@ -28,17 +29,20 @@ START_TIMEOUT_S = 60.0
 
 
 @contextmanager
-def start_embedded(config: ServeConfig, *, loaded: LoadedModel | None = None, port: int = 0) -> Iterator[str]:
+def start_embedded(
+    config: ServeConfig, *, loaded: LoadedModel | None = None, port: int = 0, limits: Limits = DEFAULT_LIMITS
+) -> Iterator[str]:
     """Yield the base URL (``http://127.0.0.1:PORT/v1``) once ``/health`` answers.
 
     ``loaded`` reuses a model already in memory (tests, or a command serving twice), decoding as
     ``config.speculative`` says (see ``decoding_as``); otherwise the model of ``config`` is loaded
-    here, in the calling thread, so a loading error surfaces as itself.
+    here, in the calling thread, so a loading error surfaces as itself. ``limits`` bound what one
+    request may cost (tests pass short time limits).
     """
     # a model loaded for another server decodes as *this* config says (plain or speculative)
     loaded = decoding_as(loaded, config) if loaded else load_model(config)
     sock = bind(config.host, port)
-    server = uvicorn_server(build_app(loaded, config))
+    server = uvicorn_server(build_app(loaded, config, limits), limits)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="lossless-embedded-server", daemon=True
     )

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
-from starlette.types import ASGIApp
 
 from lossless import models
 from lossless.config import ServeConfig
 from lossless.engine.engine import Engine
 from lossless.errors import UsageError
-from lossless.server.app import create_app
+from lossless.server.app import RequestContext, create_app
+from lossless.server.connection import guarded_h11
+from lossless.server.limits import DEFAULT_LIMITS, Limits
 
 _EVERYWHERE = ("", "0.0.0.0", "::")  # wildcard addresses: bound on every interface
-GRACEFUL_SHUTDOWN_S = 3  # in-flight streams get this long after Ctrl-C, then they are cancelled
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,10 @@ def _embedded_names(path: Path) -> list[str]:
     return [m.name for m in models.EMBEDDED.values() if models.cached_path(m) == path]
 
 
-def build_app(loaded: LoadedModel, config: ServeConfig) -> ASGIApp:
-    return create_app(loaded.engine, name=loaded.name, aliases=loaded.aliases, max_queue=config.max_queue)
+def build_app(loaded: LoadedModel, config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> RequestContext:
+    return create_app(
+        loaded.engine, name=loaded.name, aliases=loaded.aliases, max_queue=config.max_queue, limits=limits
+    )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -92,24 +95,44 @@ def url_of(sock: socket.socket, host: str) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def uvicorn_server(app: ASGIApp) -> uvicorn.Server:
+class _Server(uvicorn.Server):
+    """Tells the app when shutdown begins. uvicorn waits ``timeout_graceful_shutdown`` for responses to
+    end, then cancels them: a queued request got a plain-text 500 and a running stream was cut mid-event.
+    Told first, the app answers its queue with 503s and gives the running generation ``shutdown_grace_s``
+    (ending it with an error event if it needs longer), all within uvicorn's wait."""
+
+    def __init__(self, config: uvicorn.Config, app: RequestContext) -> None:
+        super().__init__(config)
+        self.app = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.app.begin_shutdown()
+        await super().shutdown(sockets)
+
+
+def uvicorn_server(app: RequestContext, limits: Limits = DEFAULT_LIMITS) -> uvicorn.Server:
+    def count(status: int) -> None:  # refusals made before a request reaches the app
+        app.metrics.requests.inc(1, "other", str(status))
+
     # log_config=None: leave the process's logging alone (the server also runs inside other commands);
     # uvicorn's warnings and errors still reach stderr through logging's last-resort handler.
     config = uvicorn.Config(
         app,
+        http=guarded_h11(limits.head_timeout_s, count),
         log_config=None,
         log_level="warning",
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        # a second beyond the generation's grace: its last events and [DONE] still leave
+        timeout_graceful_shutdown=math.ceil(limits.shutdown_grace_s) + 1,
     )
-    return uvicorn.Server(config)
+    return _Server(config, app)
 
 
-def serve(config: ServeConfig) -> None:
+def serve(config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> None:
     loaded = load_model(config)
     sock = bind(config.host, config.port)
-    server = uvicorn_server(build_app(loaded, config))
+    server = uvicorn_server(build_app(loaded, config, limits), limits)
     line = f"lossless: serving {loaded.name} at {url_of(sock, config.host)}/v1"
     if config.host in _EVERYWHERE:
         line += f" (listening on all interfaces, {config.host})"

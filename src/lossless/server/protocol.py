@@ -6,7 +6,15 @@ Policy, where the OpenAI API leaves room:
 - ``n`` > 1 is rejected ("n > 1 is not supported"): one worker serves one sequence at a time, and
   sequential samples would silently multiply latency for a benchmark.
 - Fields we do not honour are accepted and named in the ``x-lossless-ignored-params`` header, so a probe
-  can tell "ignored" from "honoured" without guessing (the OpenAI API silently ignores some too).
+  can tell "ignored" from "honoured" without guessing (the OpenAI API silently ignores some too). The
+  header is at most 1 KiB: names made of letters, digits, ``_``, ``-`` and ``.`` (64 at most) are
+  listed as they are, as many as fit, and the rest are counted (``,+N more``); no other name is echoed.
+- Text (prompt, message contents, stop sequences) must be valid Unicode: a lone UTF-16 surrogate, which
+  JSON can spell (``"\ud800"``) but no tokenizer can encode, is a 400.
+- A body is refused (400, ``invalid_json``) when it nests deeper than the parser's recursion limit or
+  holds more JSON values (counted as commas) than ``max_json_values(context)``: a token-id prompt needs
+  one per token and everything else a few thousand at most, while json.loads holds the GIL throughout,
+  so a dense 4 MiB array (1.4M values, ~0.2 s) would stall the engine thread and every stream with it.
 - ``max_tokens`` beyond the context left after the prompt is clamped (finish_reason "length"); only a
   prompt that leaves no room at all is a 400 (code ``context_length_exceeded``).
 - ``top_k`` is an extension (vLLM's): 0 or -1 means off.
@@ -16,6 +24,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -25,6 +35,9 @@ from lossless.errors import UsageError
 Endpoint = Literal["chat", "completions"]
 MAX_TOP_LOGPROBS = 20
 MAX_STOP_SEQUENCES = 16
+MIN_JSON_VALUES = 2**16  # a body may hold this many JSON values, or 2 per context token if more
+IGNORED_HEADER_BYTES = 1024  # x-lossless-ignored-params at most; aiohttp refuses header lines over 8190
+_HEADER_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")  # field names listed as they are in that header
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 
@@ -80,17 +93,44 @@ class ApiRequest:
     ignored: tuple[str, ...] = ()  # fields accepted but not honoured
 
 
-def parse_json(raw: bytes) -> dict[str, Any]:
+def max_json_values(max_context: int) -> int:
+    """65,536 for a context up to 32k tokens: parsing that many values at their densest (a 0.2 MB array
+    of arrays) holds the GIL ~10 ms."""
+    return max(MIN_JSON_VALUES, 2 * max_context)
+
+
+def parse_json(raw: bytes, max_values: int = MIN_JSON_VALUES) -> dict[str, Any]:
+    # a comma per value beyond the first in each array or object: bytes.count sees them all in ~1 ms a MiB
+    if len(raw) > max_values and raw.count(b",") > max_values:
+        raise InvalidRequest(
+            f"the request body holds more than {max_values} JSON values", code="invalid_json"
+        )
     try:
         body = json.loads(raw)
+    except RecursionError as exc:
+        raise InvalidRequest("the request body is nested too deeply", code="invalid_json") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+        raise InvalidRequest(
+            f"the request body is not valid JSON: {_cut(str(exc))}", code="invalid_json"
+        ) from exc
+    except ValueError as exc:  # Python refuses to read an integer of over 4300 digits
+        raise InvalidRequest(
+            "the request body holds a number with too many digits", code="invalid_json"
+        ) from exc
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_json")
     return body
 
 
-def parse(endpoint: Endpoint, body: dict[str, Any], model: str, aliases: frozenset[str]) -> ApiRequest:
+def parse(
+    endpoint: Endpoint,
+    body: dict[str, Any],
+    model: str,
+    aliases: frozenset[str],
+    max_context: int | None = None,
+) -> ApiRequest:
+    """``max_context``: a token-id prompt longer than this is refused before its ids are checked (a
+    4 MiB body holds ~200k of them, and checking them is Python work that slows every stream)."""
     _check_model(body, model, aliases)
     if body.get("n") not in (None, 1):
         if not _is_int(body["n"]) or body["n"] < 1:
@@ -122,7 +162,56 @@ def parse(endpoint: Endpoint, body: dict[str, Any], model: str, aliases: frozens
     )
     if endpoint == "chat":
         return replace(base, messages=_messages(body))
-    return replace(base, prompt=_prompt(body), echo=_bool(body, "echo", False))
+    return replace(base, prompt=_prompt(body, max_context), echo=_bool(body, "echo", False))
+
+
+def ignored_header(names: Sequence[str]) -> str:
+    """The ``x-lossless-ignored-params`` value: safe names while they fit, then how many are not shown."""
+    shown: list[str] = []
+    size, rest = 0, 0
+    room = IGNORED_HEADER_BYTES - len(",+1000000 more")
+    for name in names:
+        if _HEADER_NAME.fullmatch(name) and size + len(name) + 1 <= room:
+            shown.append(name)
+            size += len(name) + 1
+        else:
+            rest += 1
+    return ",".join([*shown, f"+{rest} more"] if rest else shown)
+
+
+def context_exceeded(max_context: int, tokens: str, param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"This model's maximum context length is {max_context} tokens; the prompt has {tokens} "
+        "and leaves no room to generate.",
+        param=param,
+        code="context_length_exceeded",
+    )
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _show(value: Any) -> str:
+    """A value as an error message may quote it: an array or object by its size only (a deep one would
+    overflow ``repr``), anything else cut short (a 4 MiB string must not come back in the error)."""
+    if isinstance(value, list):
+        return f"an array of {len(value)} items"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} keys"
+    if isinstance(value, str):
+        return repr(value[:40]) + ("..." if len(value) > 40 else "")
+    return _cut(repr(value), 40)
+
+
+def _text(value: str, param: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest(
+            f"{param} is not valid Unicode: a lone surrogate at character {exc.start}", param=param
+        ) from exc
+    return value
 
 
 def _check_model(body: dict[str, Any], model: str, aliases: frozenset[str]) -> None:
@@ -133,7 +222,7 @@ def _check_model(body: dict[str, Any], model: str, aliases: frozenset[str]) -> N
         raise InvalidRequest("model must be a string", param="model")
     if name != model and name not in aliases:
         raise InvalidRequest(
-            f"The model {name!r} does not exist; this server serves {model!r}.",
+            f"The model {_show(name)} does not exist; this server serves {model!r}.",
             param="model",
             code="model_not_found",
             status=404,  # as OpenAI and vLLM answer: clients raise their NotFoundError on it
@@ -153,7 +242,7 @@ def _bool(body: dict[str, Any], key: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise InvalidRequest(f"{key} must be a boolean, got {value!r}", param=key)
+        raise InvalidRequest(f"{key} must be a boolean, got {_show(value)}", param=key)
     return value
 
 
@@ -164,10 +253,10 @@ def _number(
     if value is None:
         return default
     if not _is_number(value):
-        raise InvalidRequest(f"{key} must be a number, got {value!r}", param=key)
+        raise InvalidRequest(f"{key} must be a number, got {_show(value)}", param=key)
     if value > high or value < low or (low_open and value == low):
         bracket = "(" if low_open else "["
-        raise InvalidRequest(f"{key} must be in {bracket}{low:g}, {high:g}], got {value!r}", param=key)
+        raise InvalidRequest(f"{key} must be in {bracket}{low:g}, {high:g}], got {_show(value)}", param=key)
     return float(value)
 
 
@@ -176,10 +265,10 @@ def _int(body: dict[str, Any], key: str, low: int, high: int | None = None) -> i
     if value is None:
         return None
     if not _is_int(value):
-        raise InvalidRequest(f"{key} must be an integer, got {value!r}", param=key)
+        raise InvalidRequest(f"{key} must be an integer, got {_show(value)}", param=key)
     if value < low or (high is not None and value > high):
         span = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise InvalidRequest(f"{key} must be {span}, got {value}", param=key)
+        raise InvalidRequest(f"{key} must be {span}, got {_show(value)}", param=key)
     return int(value)
 
 
@@ -213,7 +302,7 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
         raise InvalidRequest("stop must be a string or a list of strings", param="stop")
     if len(stops) > MAX_STOP_SEQUENCES:
         raise InvalidRequest(f"stop takes at most {MAX_STOP_SEQUENCES} sequences", param="stop")
-    return tuple(s for s in stops if s)
+    return tuple(_text(s, "stop") for s in stops if s)
 
 
 def _include_usage(body: dict[str, Any]) -> bool:
@@ -259,8 +348,9 @@ def _content(message: dict[str, Any], i: int) -> str:
     content = message.get("content")
     if content is None and message.get("role") == "assistant":
         return ""  # an assistant turn that only called tools
+    param = f"messages[{i}].content"
     if isinstance(content, str):
-        return content
+        return _text(content, param)
     if isinstance(content, list):
         parts = []
         for part in content:
@@ -270,20 +360,27 @@ def _content(message: dict[str, Any], i: int) -> str:
                 raise InvalidRequest(
                     f"messages[{i}].content: only text parts are supported", param=f"messages[{i}].content"
                 )
-            parts.append(part["text"])
+            parts.append(_text(part["text"], param))
         return "".join(parts)
     raise InvalidRequest(
         f"messages[{i}].content must be a string or a list of text parts", param=f"messages[{i}].content"
     )
 
 
-def _prompt(body: dict[str, Any]) -> str | tuple[int, ...]:
+def _prompt(body: dict[str, Any], max_context: int | None) -> str | tuple[int, ...]:
     prompt = body.get("prompt")
     # A batch of one is common in client libraries ([prompt] or [[ids]]); larger batches are refused.
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return prompt
+        return _text(prompt, "prompt")
+    if (
+        isinstance(prompt, list)
+        and max_context is not None
+        and len(prompt) > max_context
+        and _is_int(prompt[0])
+    ):
+        raise context_exceeded(max_context, str(len(prompt)), "prompt")
     if isinstance(prompt, list) and prompt and all(_is_int(t) and t >= 0 for t in prompt):
         return tuple(prompt)
     if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str | list) for p in prompt):

@@ -52,16 +52,19 @@ async def watch_disconnect(receive: Receive, cancel: Callable[[], None]) -> None
     cancel()
 
 
-async def until_started(job: Job, receive: Receive) -> Started | Failed | None:
-    """Wait for the worker to pick ``job`` up; None if the client left meanwhile (the job is cancelled)."""
-    watcher = asyncio.ensure_future(watch_disconnect(receive, job.cancel.set))
+async def until_started(job: Job, receive: Receive, withdraw: Callable[[], None]) -> Started | Failed | None:
+    """Wait for the worker to pick ``job`` up; None if the client left meanwhile (``withdraw`` has freed
+    its place in the queue), ``Failed`` if the server is shutting down."""
+    watcher = asyncio.ensure_future(watch_disconnect(receive, withdraw))
     try:
         event = await job.events.get()
     finally:
         watcher.cancel()
-    if job.cancel.is_set() or not isinstance(event, Started | Failed):
-        return None  # a job cancelled while queued ends with Finished("cancelled") and nothing else
-    return event
+    if isinstance(event, Failed):
+        return event
+    if isinstance(event, Started) and not job.cancel.is_set():
+        return event
+    return None  # a job withdrawn while queued ends with Finished("cancelled") and nothing else
 
 
 @dataclass
@@ -98,13 +101,31 @@ class Collected:
             self.failed = event
 
 
+def failure_response(failed: Failed, headers: dict[str, str]) -> JSONResponse:
+    code = "server_shutting_down" if failed.status == 503 else None
+    return error_response(failed.status, failed.message, kind="server_error", code=code, headers=headers)
+
+
+def failure_event(failed: Failed) -> bytes:
+    code = "server_shutting_down" if failed.status == 503 else None
+    return bodies.sse(
+        {"error": {"message": failed.message, "type": "server_error", "param": None, "code": code}}
+    )
+
+
 async def complete(
-    req: ApiRequest, job: Job, head: Head, prompt_text: str, receive: Receive, headers: dict[str, str]
+    req: ApiRequest,
+    job: Job,
+    head: Head,
+    prompt_text: str,
+    receive: Receive,
+    withdraw: Callable[[], None],
+    headers: dict[str, str],
 ) -> Response:
     got = Collected(req, prompt_text)
     if req.echo:
         got.text.append(prompt_text)
-    watcher = asyncio.ensure_future(watch_disconnect(receive, job.cancel.set))
+    watcher = asyncio.ensure_future(watch_disconnect(receive, withdraw))
     try:
         while got.finished is None and got.failed is None:
             got.add(await job.events.get())
@@ -114,9 +135,8 @@ async def complete(
         **headers,
         "server-timing": server_timing(got.started.queue_s if got.started else None, got.finished),
     }
-    if got.finished is None:  # so got.failed is set: the engine raised
-        message = got.failed.message if got.failed else "generation failed"
-        return error_response(500, message, kind="server_error", headers=headers)
+    if got.finished is None:  # so got.failed is set: the engine raised, or shutdown cut the generation
+        return failure_response(got.failed or Failed("generation failed"), headers)
     finish = _finish_reason(got.finished)
     usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
     if req.endpoint == "chat":
@@ -135,7 +155,8 @@ def _finish_reason(finished: Finished) -> str:
 
 async def stream(req: ApiRequest, job: Job, head: Head, prompt_text: str) -> AsyncIterator[bytes]:
     """SSE chunks after ``Started``: role (chat) or echo (completions) first, a chunk per delta, then
-    the usage-only chunk when asked, then ``[DONE]``."""
+    the usage-only chunk when asked, then ``[DONE]``. A generation that fails (an engine error, or cut
+    by shutdown) ends with an error event and then ``[DONE]``: a client's parser sees an end, not a cut."""
     got = Collected(req, prompt_text)
     chat, usage_field = req.endpoint == "chat", req.include_usage
     if chat:
@@ -155,9 +176,8 @@ async def stream(req: ApiRequest, job: Job, head: Head, prompt_text: str) -> Asy
         elif isinstance(event, Delta) and _worth_a_chunk(req, event):
             yield bodies.sse(_delta_chunk(got, event, head))
         elif isinstance(event, Failed):
-            yield bodies.sse(
-                {"error": {"message": event.message, "type": "server_error", "param": None, "code": None}}
-            )
+            yield failure_event(event)
+            yield bodies.DONE
             return
         elif isinstance(event, Finished):
             if not any(d.finish_reason for d in got.deltas[-1:]):  # e.g. max_tokens 0: no delta at all
@@ -181,8 +201,8 @@ def _worth_a_chunk(req: ApiRequest, delta: Delta) -> bool:
 
 def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any]:
     req, finish = got.req, delta.finish_reason
-    if finish == "cancelled":
-        finish = "stop"
+    if finish == "cancelled":  # its client is gone, or shutdown cut it and an error event follows
+        finish = None
     if req.endpoint == "chat":
         logprobs = bodies.chat_logprobs(delta.logprobs) if req.logprobs is not None else None
         content = {"content": delta.text} if delta.text or finish is None else {}

@@ -4,15 +4,19 @@ The event loop never waits on the engine: each ``Job`` carries its loop and an `
 worker hands every event over with ``loop.call_soon_threadsafe``. Every job's events end with exactly
 one ``Finished`` or ``Failed``, even a job cancelled while it was still queued, so a handler waiting on
 its queue always wakes up.
+
+A job whose client leaves while it waits is taken out of the queue at once (``withdraw``): its slot is
+free for the next client. On shutdown (``begin_shutdown``) the waiting jobs fail with a 503 at once, the
+running one may finish within a grace period and fails with a 503 if it does not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,15 +53,23 @@ class Finished:
     stats: Mapping[str, Any] = field(default_factory=dict)
 
 
+SHUTTING_DOWN = "the server is shutting down"
+
+
 @dataclass(frozen=True)
 class Failed:
     message: str
+    status: int = 500  # what a client that has no response yet is answered with
+
+
+class ShuttingDown(Exception):
+    """Raised to the handler, which answers 503: the server takes no new work once shutdown began."""
 
 
 Event = Started | Scored | Delta | Finished | Failed
 
 
-@dataclass
+@dataclass(eq=False)  # identity: withdraw() finds a job in the queue by it
 class Job:
     prompt_ids: list[int]
     params: SamplingParams
@@ -83,9 +95,15 @@ class Worker:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.engine, self.metrics, self.clock = engine, metrics, clock
-        # The bound is kept by submit(), not by the queue: stop() must always be able to add its sentinel.
         self.max_queue = max_queue
-        self._queue: queue.Queue[Job | None] = queue.Queue()
+        # A deque under a condition, not a queue.Queue: a job whose client left must be taken out of the
+        # middle at once, or it would hold a slot (and a 429 for someone else) until its turn came.
+        self._waiting: deque[Job] = deque()
+        self._changed = threading.Condition()
+        self._accepting = True  # False once shutdown began: submit() raises ShuttingDown
+        self._closed = False  # the thread ends once the queue is empty
+        self._cut = False  # the running job was cut short by shutdown: it fails rather than finishes
+        self._cut_timer: threading.Timer | None = None
         self._thread: threading.Thread | None = None
         self._current: Job | None = None
         self._service_s = 1.0  # moving average of a job's time on the engine, for Retry-After
@@ -95,37 +113,77 @@ class Worker:
             self._thread = threading.Thread(target=self._run, name="lossless-engine", daemon=True)
             self._thread.start()
 
+    def begin_shutdown(self, grace_s: float) -> None:
+        """Fail every waiting job now (503) and take no more; the running one may finish within
+        ``grace_s``, then it is cancelled and fails too. Called again, it only shortens the grace."""
+        with self._changed:
+            self._accepting = False
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for job in waiting:
+            job.cancel.set()
+            job.emit(Failed(SHUTTING_DOWN, status=503))
+        if self._cut_timer is not None:
+            self._cut_timer.cancel()
+        if grace_s <= 0:
+            self._cut_running()
+            return
+        self._cut_timer = threading.Timer(grace_s, self._cut_running)
+        self._cut_timer.daemon = True
+        self._cut_timer.start()
+
     def stop(self, timeout: float = 10.0) -> None:
         """Cancel the running job and every queued one, then end the thread."""
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                job.cancel.set()
-                job.emit(Failed("the server is shutting down"))
-        if (job := self._current) is not None:
-            job.cancel.set()
+        self.begin_shutdown(0.0)
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
         if self._thread is not None:
-            self._queue.put(None)
             self._thread.join(timeout)
             self._thread = None
 
+    def _cut_running(self) -> None:
+        self._cut = True
+        if (job := self._current) is not None:
+            job.cancel.set()
+
     def queue_length(self) -> int:
-        return self._queue.qsize()
+        with self._changed:
+            return len(self._waiting)
 
     def submit(self, job: Job) -> None:
-        # Only the event loop's thread submits, so nothing can slip in between the check and the put.
-        waiting = self._queue.qsize()
-        if waiting >= self.max_queue:
-            raise QueueFull(retry_after_s=max(1, math.ceil((waiting + 1) * self._service_s)))
-        self._queue.put_nowait(job)
+        with self._changed:
+            if not self._accepting:
+                raise ShuttingDown(SHUTTING_DOWN)
+            waiting = len(self._waiting)
+            if waiting >= self.max_queue:
+                raise QueueFull(retry_after_s=max(1, math.ceil((waiting + 1) * self._service_s)))
+            self._waiting.append(job)
+            self._changed.notify()
         self.metrics.prompt_tokens.inc(len(job.prompt_ids))
 
+    def withdraw(self, job: Job) -> None:
+        """The client left: cancel ``job``; if it is still waiting, free its slot and end it now."""
+        job.cancel.set()
+        with self._changed:
+            try:
+                self._waiting.remove(job)
+            except ValueError:  # running or done: the worker notices the cancel event
+                return
+        self.metrics.cancelled.inc()
+        job.emit(Finished("cancelled", 0, None, 0.0))
+
+    def _next_job(self) -> Job | None:
+        with self._changed:
+            while not self._waiting and not self._closed:
+                self._changed.wait()
+            if not self._waiting:
+                return None
+            self._current = self._waiting.popleft()
+            return self._current
+
     def _run(self) -> None:
-        while (job := self._queue.get()) is not None:
-            self._current = job
+        while (job := self._next_job()) is not None:
             start = self.clock()
             try:
                 self._run_job(job)
@@ -138,7 +196,10 @@ class Worker:
     def _run_job(self, job: Job) -> None:
         queue_s = self.clock() - job.admitted
         self.metrics.queue_wait.observe(queue_s)
-        if job.cancel.is_set():  # the client left while waiting
+        if job.cancel.is_set():  # the client left (or shutdown began) as the job was picked up
+            if self._cut:
+                job.emit(Failed(SHUTTING_DOWN, status=503))
+                return
             self.metrics.cancelled.inc()
             job.emit(Finished("cancelled", 0, None, 0.0))
             return
@@ -178,8 +239,11 @@ class Worker:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+        self.metrics.record_spec_stats(stats)
+        if finish == "cancelled" and self._cut:  # cut by shutdown, not by its client: say so
+            job.emit(Failed(SHUTTING_DOWN, status=503))
+            return
         if finish == "cancelled":
             self.metrics.cancelled.inc()
-        self.metrics.record_spec_stats(stats)
         prefill_s = None if first is None else first - start
         job.emit(Finished(finish, tokens, prefill_s, last - start, stats))

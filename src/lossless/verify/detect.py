@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lossless.endpoints import public_url
 from lossless.errors import EndpointError
 from lossless.probe.wire import Reply
 from lossless.verify.collect import SCORING, Caller, logprobs_of
@@ -41,7 +42,7 @@ class Capabilities:
 
 
 async def detect(c: Caller) -> Capabilities:
-    name = f"{c.wire.endpoint.name!r} ({c.wire.endpoint.base_url})"
+    name = f"{c.wire.endpoint.name!r} ({public_url(c.wire.endpoint.base_url)})"
     path = "/chat/completions" if c.api == "chat" else "/completions"
     body: dict[str, Any] = {"max_tokens": 2, "temperature": 0}
     if c.api == "chat":

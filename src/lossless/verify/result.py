@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from lossless.endpoints import Endpoint
+from lossless.endpoints import Endpoint, public_url
 from lossless.errors import UsageError
 from lossless.verify import collect
 from lossless.verify.decide import Agreement, Criteria, Decision
@@ -86,7 +86,7 @@ class VerifyResult:
 
     def as_dict(self) -> dict[str, Any]:
         def ep(e: Endpoint) -> dict[str, str]:
-            return {"name": e.name, "base_url": e.base_url, "model": e.model}
+            return {"name": e.name, "base_url": public_url(e.base_url), "model": e.model}
 
         return {
             "verdict": self.verdict,

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lossless.endpoints import Endpoint
+from lossless.endpoints import Endpoint, public_url
 from lossless.errors import UsageError
 from lossless.verify.evidence import gather
 from lossless.verify.judge import judge
@@ -97,7 +97,9 @@ def write(result: VerifyResult, out_dir: Path) -> Path:
 
 def render(result: VerifyResult, console: Console) -> None:
     cand, base = result.candidate, result.baseline
-    title = f"verify: {cand.name} ({cand.base_url}) against {base.name} ({base.base_url})"
+    title = (
+        f"verify: {cand.name} ({public_url(cand.base_url)}) against {base.name} ({public_url(base.base_url)})"
+    )
     table = Table(title=title, title_justify="left")
     for col in ("test", "A/A p (Holm)", "A/B p (Holm)", "A/B effect", "A/A effect", "effect is"):
         table.add_column(col)

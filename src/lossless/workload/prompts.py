@@ -19,7 +19,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from lossless import checks
 from lossless.errors import UsageError
 
 
@@ -172,6 +174,8 @@ def _from_file(path: Path) -> Iterator[Prompt]:
         lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     except OSError as exc:
         raise UsageError(f"cannot read prompt file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"prompt file {path} is not UTF-8 text: {exc.reason}") from None
     if not lines:
         raise UsageError(f"prompt file {path} is empty")
     loaded = [_file_prompt(line, f"{path}:{n + 1}", n) for n, line in enumerate(lines)]
@@ -186,19 +190,31 @@ def _from_file(path: Path) -> Iterator[Prompt]:
 def _file_prompt(line: str, where: str, n: int) -> Prompt:
     try:
         row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{where}: not valid JSON ({exc.msg})") from exc
+    except ValueError as exc:  # JSONDecodeError, and an int past Python's 4300 digits
+        raise UsageError(f"{where}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: nests too deeply") from None
     if not isinstance(row, dict):
         raise UsageError(f"{where}: each line must be a JSON object")
-    if isinstance(row.get("prompt"), str):
-        messages: tuple[tuple[str, str], ...] = _user(row["prompt"])
-    elif isinstance(row.get("messages"), list) and all(
-        isinstance(m, dict) and isinstance(m.get("content"), str) for m in row["messages"]
-    ):
-        messages = tuple((str(m.get("role", "user")), m["content"]) for m in row["messages"])
-    else:
-        raise UsageError(f"{where}: needs a 'prompt' string or a 'messages' list of {{role, content}}")
-    max_tokens = row.get("max_tokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise UsageError(f"{where}: 'max_tokens' must be a positive integer")
-    return Prompt(str(row.get("id", f"file-{n}")), "file", messages, max_tokens)
+    max_tokens, prompt_id = row.get("max_tokens"), row.get("id", f"file-{n}")
+    if max_tokens is not None and not checks.is_count(max_tokens):  # true is an int to Python
+        raise UsageError(f"{where}: 'max_tokens' must be a positive integer, got {max_tokens!r}")
+    if not isinstance(prompt_id, str | int) or isinstance(prompt_id, bool) or prompt_id == "":
+        raise UsageError(f"{where}: 'id' must be a non-empty string or an integer, got {prompt_id!r}")
+    return Prompt(str(prompt_id), "file", _messages(row, where), max_tokens)
+
+
+def _messages(row: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    prompt, messages = row.get("prompt"), row.get("messages")
+    if isinstance(prompt, str) and prompt and messages is None:
+        return _user(prompt)
+    usage = f"{where}: needs a non-empty 'prompt' string or a non-empty 'messages' list of {{role, content}}"
+    if prompt is not None or not isinstance(messages, list) or not messages:
+        raise UsageError(usage)
+    turns = []
+    for m in messages:
+        role = m.get("role", "user") if isinstance(m, dict) else None
+        if not isinstance(role, str) or not role or not isinstance(m.get("content"), str):
+            raise UsageError(f"{usage}, strings both; got {m!r:.80}")
+        turns.append((role, m["content"]))
+    return tuple(turns)
