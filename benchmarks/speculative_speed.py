@@ -42,11 +42,11 @@ from typing import Any
 
 import torch
 
+from lossless.config import parse_drafter_spec
 from lossless.draft.data import bundled_prompts
-from lossless.draft.head import HeadDrafter
-from lossless.engine.drafts import build_drafter, parse_drafter_spec
-from lossless.engine.engine import Engine
+from lossless.engine.engine import Engine, build_drafter
 from lossless.engine.generate import Accepted, generate_text, plain_tokens
+from lossless.engine.head import HeadDrafter
 from lossless.engine.sampling import SamplingParams, make_generator
 from lossless.engine.speculative import SpecStats, speculative_decode
 from lossless.models import resolve

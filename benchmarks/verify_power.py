@@ -28,7 +28,9 @@ from lossless.config import ServeConfig  # noqa: E402
 from lossless.endpoints import Endpoint  # noqa: E402
 from lossless.engine.engine import Engine  # noqa: E402
 from lossless.server.launch import start_embedded  # noqa: E402
-from lossless.verify.stage import BUDGETS, VerifyConfig, verify  # noqa: E402
+from lossless.verify.budget import BUDGETS  # noqa: E402
+from lossless.verify.result import VerifyConfig  # noqa: E402
+from lossless.verify.stage import verify  # noqa: E402
 
 # name -> (build, lossy). The no-residual bug moves mass only where a draft is rejected, so how much it
 # shows depends on the drafter: on the talkative checkpoint n-grams draft ~5% of positions (the text
@@ -79,7 +81,7 @@ def main() -> None:
             start = time.perf_counter()
             with start_embedded(ServeConfig(), loaded=le.loaded(build(ckpt))) as url:
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    config = VerifyConfig(None, budget, seed=seed)
+                    config = VerifyConfig(budget, seed=seed)
                     result = asyncio.run(
                         verify(Endpoint("b", base, "tiny"), Endpoint("c", url, "tiny"), config)
                     )

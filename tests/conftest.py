@@ -22,6 +22,16 @@ def smollm2_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2_engine(smollm2_path: Path) -> Engine:
+    """SmolLM2 loaded once for the whole session: float32, plain decoding. Never give it a drafter; a
+    test that decodes speculatively takes ``smollm2_engine.with_drafter(spec)``, which shares the
+    weights, the KV cache and its lock."""
+    from lossless.engine.engine import Engine
+
+    return Engine.load(smollm2_path, dtype="float32")
+
+
+@pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama folder: config.json, model.safetensors, tokenizer.json, tokenizer_config.json."""
     return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-llama"))

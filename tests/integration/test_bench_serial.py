@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sys
-from pathlib import Path
+
+from scripted_server import ScriptedServer
 
 from lossless.client.call import CallOptions
 from lossless.endpoints import Endpoint
 from lossless.run import BenchConfig, LoadLevel, run_bench
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-from scripted_server import ScriptedServer
 
 
 def test_serial_runs_one_request_at_a_time_and_alternates_who_goes_first() -> None:

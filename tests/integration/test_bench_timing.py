@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scripted_server import ScriptedServer, StallSentinel, cpu_stall_us
 
 from lossless.analyze import summarize, timing
 from lossless.client.call import CallOptions
 from lossless.endpoints import Endpoint
 from lossless.records import RequestRecord
 from lossless.run import BenchConfig, LoadLevel, run_bench
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-from scripted_server import ScriptedServer, StallSentinel, cpu_stall_us
 
 MS = 1e6
 _NCPU = os.cpu_count() or 1
@@ -150,7 +147,7 @@ def test_concurrency_1_matches_server_send_times_within_2ms(
         assert t.e2e >= 50 + 5 * 10 + 10 + 120
         assert max(t.gaps) >= 100  # the 120 ms stall (less any lateness of the event before it)
     summary = summarize(records, {"s": (None, None)}, stall_s=0.1)
-    assert summary["endpoints"][0]["stalls"]["count"] == 10
+    assert summary.endpoints[0].overall.stalls.count == 10
 
 
 def test_concurrency_64_matches_server_send_times_within_5ms(
@@ -225,9 +222,9 @@ def test_every_failure_kind_is_classified_and_retries_are_recorded(
     assert by_key["slowfirst"][0][1] == "timeout_first_token"
     assert by_key["slowtotal"][0][1] == "timeout_total"
     summary = summarize(records, {"s": (None, None)})
-    req = summary["endpoints"][0]["requests"]
-    assert req["ok"] == 0 and req["failed"] == len(FAILURES) and req["attempts"] == 2 * len(FAILURES)
-    assert req["errors"]["http_429"] == 2 and req["errors"]["http_500"] == 2
+    req = summary.endpoints[0].overall.requests
+    assert req.ok == 0 and req.failed == len(FAILURES) and req.attempts == 2 * len(FAILURES)
+    assert req.errors["http_429"] == 2 and req.errors["http_500"] == 2
 
 
 FAILURES_KEYS = list(FAILURES)
@@ -266,9 +263,9 @@ def test_speculative_counters_from_metrics(server: ScriptedServer) -> None:
         )
     )
     summary = summarize(cfg_records.records, {"s": (None, None)}, spec=cfg_records.spec)
-    spec = summary["endpoints"][0]["speculative"]
-    assert spec["acceptance_rate"] == pytest.approx(60 / 80)
-    assert spec["mean_accepted_length"] == pytest.approx(1 + 60 / 20)
+    spec = summary.endpoints[0].speculative
+    assert spec is not None and spec.acceptance_rate == pytest.approx(60 / 80)
+    assert spec.mean_accepted_length == pytest.approx(1 + 60 / 20)
 
 
 def test_cancellation_keeps_what_finished(server: ScriptedServer, tmp_path: Path) -> None:

@@ -85,11 +85,6 @@ def reference_smollm2(smollm2_path: Path) -> Iterator[Any]:
     yield model.eval(), tokenizer
 
 
-@pytest.fixture(scope="module")
-def smollm2_engine(smollm2_path: Path) -> Engine:
-    return Engine.load(smollm2_path, max_context=1024)
-
-
 PROMPTS = [
     "What is the capital of France?",
     "Write a Python function that reverses a string.",

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from provider_server import Habits, provider_server
 
 from lossless.cli import main
 from lossless.config import ServeConfig
@@ -19,9 +19,6 @@ from lossless.probe.checks import Settings
 from lossless.probe.stage import probe
 from lossless.server.launch import start_embedded
 from lossless.server.main import load_model
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-from provider_server import Habits, provider_server
 
 FAST = Settings(repeats=4, max_tokens=24)
 

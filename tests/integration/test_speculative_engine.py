@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from tiny_checkpoint import write_tiny_checkpoint
 
-from lossless.engine.drafts import ModelDrafter, NgramDrafter, build_drafter, parse_drafter_spec
-from lossless.engine.engine import Engine
+from lossless.config import parse_drafter_spec
+from lossless.engine.drafts import ModelDrafter, NgramDrafter
+from lossless.engine.engine import Engine, build_drafter
 from lossless.engine.generate import generate_text
 from lossless.engine.sampling import SamplingParams, make_generator
 from lossless.engine.speculative import Drafter, SpecStats, speculative_decode

@@ -4,8 +4,6 @@ token: 18 of 20 prompts must match exactly, and drafts must really have been mad
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -40,9 +38,9 @@ PROMPTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def engine(smollm2_path: Path) -> Engine:
-    return Engine.load(smollm2_path)
+@pytest.fixture
+def engine(smollm2_engine: Engine) -> Engine:
+    return smollm2_engine
 
 
 def test_ngram_greedy_equals_plain_greedy_on_the_real_model(engine: Engine) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import lossy_engines as le
 import pytest
 from click.testing import CliRunner
 
@@ -23,10 +23,9 @@ from lossless.config import ServeConfig
 from lossless.endpoints import Endpoint
 from lossless.engine.engine import Engine
 from lossless.server.launch import start_embedded
-from lossless.verify.stage import BUDGETS, VerifyConfig, VerifyResult, verify
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
-import lossy_engines as le
+from lossless.verify.budget import BUDGETS
+from lossless.verify.result import VerifyConfig, VerifyResult
+from lossless.verify.stage import verify
 
 
 @pytest.fixture(scope="module")
@@ -42,22 +41,14 @@ def baseline_url(talkative: Path) -> Iterator[str]:
 
 def run(baseline_url: str, engine: Engine, seed: int = 0) -> VerifyResult:
     with start_embedded(ServeConfig(), loaded=le.loaded(engine)) as url:
-        config = VerifyConfig(None, BUDGETS["default"], seed=seed)
+        config = VerifyConfig(BUDGETS["default"], seed=seed)
         return asyncio.run(
             verify(Endpoint("baseline", baseline_url, "tiny"), Endpoint("candidate", url, "tiny"), config)
         )
 
 
-def test_speculative_decoding_is_equivalent_to_plain(baseline_url: str, talkative: Path) -> None:
-    result = run(baseline_url, le.Speculative.load(talkative))
-    assert result.verdict == "equivalent", result.decision.reasons
-    assert result.decision.detectable is not None and result.decision.sample_sd is not None
-    assert result.decision.detectable < 0.6 * result.decision.sample_sd  # the power behind the claim
-    assert result.greedy["candidate_match"] == 1.0  # greedy speculative decoding is exact
-    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
-
-
-LOSSY: dict[str, Callable[[Path], Engine]] = {
+CANDIDATES: dict[str, Callable[[Path], Engine]] = {
+    "speculative": lambda p: le.Speculative.load(p),
     "temperature 0.8 for 1.0": lambda p: le.ServedTemperature.load(p),
     "hidden top_p 0.9": lambda p: le.HiddenTopP.load(p),
     "weights at 4 bits": lambda p: le.quantize_4bit(Engine.load(p)),
@@ -67,17 +58,40 @@ LOSSY: dict[str, Callable[[Path], Engine]] = {
         le.SkipResidual, p, le.quantize_4bit(Engine.load(p))
     ),
 }
+LOSSY = [name for name in CANDIDATES if name != "speculative"]
 
 
-@pytest.mark.parametrize("name", list(LOSSY))
-def test_lossy_candidates_are_different(name: str, baseline_url: str, talkative: Path) -> None:
-    result = run(baseline_url, LOSSY[name](talkative))
+@pytest.fixture(scope="module")
+def verdicts(baseline_url: str, talkative: Path) -> Callable[[str], VerifyResult]:
+    """Each candidate verified once per module, however many tests read its result."""
+    found: dict[str, VerifyResult] = {}
+
+    def of(name: str) -> VerifyResult:
+        if name not in found:
+            found[name] = run(baseline_url, CANDIDATES[name](talkative))
+        return found[name]
+
+    return of
+
+
+def test_speculative_decoding_is_equivalent_to_plain(verdicts: Callable[[str], VerifyResult]) -> None:
+    result = verdicts("speculative")
+    assert result.verdict == "equivalent", result.decision.reasons
+    assert result.decision.detectable is not None and result.decision.sample_sd is not None
+    assert result.decision.detectable < 0.6 * result.decision.sample_sd  # the power behind the claim
+    assert result.greedy["candidate_match"] == 1.0  # greedy speculative decoding is exact
+    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
+
+
+@pytest.mark.parametrize("name", LOSSY)
+def test_lossy_candidates_are_different(name: str, verdicts: Callable[[str], VerifyResult]) -> None:
+    result = verdicts(name)
     assert result.verdict == "different", result.decision.reasons
 
 
-def test_sampling_alone_catches_a_lossy_sampler(baseline_url: str, talkative: Path) -> None:
+def test_sampling_alone_catches_a_lossy_sampler(verdicts: Callable[[str], VerifyResult]) -> None:
     """A temperature change leaves scoring untouched: the sampled texts must give it away."""
-    result = run(baseline_url, le.ServedTemperature.load(talkative))
+    result = verdicts("temperature 0.8 for 1.0")
     assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
     tests = {t.name: t for t in result.ab}
     assert tests["mean_score"].effect > 0  # cooler sampling: likelier text under the baseline,
@@ -85,12 +99,10 @@ def test_sampling_alone_catches_a_lossy_sampler(baseline_url: str, talkative: Pa
     assert any(r.startswith(("mean_score", "rank", "tail")) for r in result.decision.reasons)
 
 
-def test_no_residual_is_caught_by_the_contexts_test(baseline_url: str, talkative: Path) -> None:
+def test_no_residual_is_caught_by_the_contexts_test(verdicts: Callable[[str], VerifyResult]) -> None:
     """Every token stays about as likely under the baseline; only repeated draws at one context show
     that the draft's preferences leak into the output."""
-    result = run(
-        baseline_url, le.drafted(le.SkipResidual, talkative, le.quantize_4bit(Engine.load(talkative)))
-    )
+    result = verdicts("speculative 4-bit draft, no residual")
     assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0  # the same weights
     assert [r.split(":")[0] for r in result.decision.reasons] == ["contexts"]
     found = {t.name: t for t in result.ab}["contexts"]
@@ -101,7 +113,7 @@ def test_next_token_is_the_baselines_distribution_after_that_token(
     baseline_url: str, talkative: Path
 ) -> None:
     """What the contexts test reads over HTTP is the engine's own distribution at that context."""
-    from lossless.probe.wire import Wire
+    from lossless.client.wire import Wire
     from lossless.verify.collect import PROMPTS, Caller
 
     engine = Engine.load(talkative)
@@ -165,7 +177,8 @@ def test_budget_syntax_is_checked() -> None:
 
 @pytest.mark.slow
 def test_embedded_speculative_against_plain_smollm2(smollm2_path: Path) -> None:
-    """No URLs: two embedded servers over one SmolLM2, speculative="ngram" against "none"."""
+    """No URLs: two embedded servers over one SmolLM2 as every command serves it (dtype auto), the default
+    drafter (the DSpark head) against plain decoding."""
     result = CliRunner().invoke(main, ["verify", "--budget", "small", "--json"])
     doc = json.loads(result.stdout)
     assert doc["verdict"] in ("equivalent", "inconclusive"), doc["reasons"]
@@ -198,7 +211,7 @@ def test_failed_requests_are_data_and_too_many_make_it_inconclusive(baseline_url
     from flaky_proxy import flaky_proxy
 
     with flaky_proxy(baseline_url, healthy=6, fail_every=3) as url:
-        config = VerifyConfig(None, BUDGETS["small"])
+        config = VerifyConfig(BUDGETS["small"])
         result = asyncio.run(
             verify(Endpoint("baseline", baseline_url, "tiny"), Endpoint("candidate", url, "tiny"), config)
         )

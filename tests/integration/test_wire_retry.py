@@ -1,4 +1,5 @@
-"""probe/verify's Wire: a connection reset before any answer is tried once more, on a new connection."""
+"""probe/verify's Wire: a connection reset before any answer is tried once more, on a new connection;
+what a stream's error event says comes back without the key."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import json
 import socket
 import struct
 
+import pytest
+
+from lossless.client.wire import Reply, Wire
 from lossless.endpoints import Endpoint
 from lossless.errors import EndpointError
-from lossless.probe.wire import Wire
 
 ANSWER = json.dumps({"choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}]}).encode()
 
 
-async def _serve(resets: int) -> tuple[asyncio.Server, list[int]]:
+async def _serve(resets: int, answer: bytes = ANSWER) -> tuple[asyncio.Server, list[int]]:
     """A server on 127.0.0.1 that resets its first ``resets`` connections once a request arrives."""
     seen = [0]
 
@@ -33,7 +36,7 @@ async def _serve(resets: int) -> tuple[asyncio.Server, list[int]]:
             writer.transport.abort()
             return
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
-        writer.write(b"content-length: %d\r\nconnection: close\r\n\r\n" % len(ANSWER) + ANSWER)
+        writer.write(b"content-length: %d\r\nconnection: close\r\n\r\n" % len(answer) + answer)
         await writer.drain()
         writer.close()
 
@@ -69,3 +72,24 @@ def test_a_second_reset_is_an_endpoint_error() -> None:
 def test_no_reset_no_retry() -> None:
     reply, requests = _post(resets=0)
     assert requests == 1 and reply.ok  # type: ignore[attr-defined]
+
+
+def test_an_error_event_in_a_stream_is_a_failed_reply_without_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "sk-wire-0123456789abcdef"
+    monkeypatch.setenv("WIRE_TEST_KEY", key)
+    error = json.dumps({"error": {"message": f"invalid key {key[:12]}..."}})
+    stream = f'data: {{"choices": [{{"index": 0, "delta": {{"content": "x"}}}}]}}\n\ndata: {error}\n\n'
+    answer = (stream + "data: [DONE]\n\n").encode()
+
+    async def go() -> Reply:
+        server, _ = await _serve(0, answer)
+        port = server.sockets[0].getsockname()[1]
+        endpoint = Endpoint("e", f"http://127.0.0.1:{port}/v1", "m", api_key_env="WIRE_TEST_KEY")
+        async with server, Wire(endpoint) as wire:
+            return await wire.post({"stream": True, "messages": []})
+
+    reply = asyncio.run(go())
+    assert not reply.ok and reply.error is not None
+    assert "invalid key ***" in reply.error and key[:8] not in reply.error

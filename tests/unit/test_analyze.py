@@ -11,7 +11,8 @@ from contextlib import asynccontextmanager
 import numpy as np
 import pytest
 
-from lossless.analyze import describe, parse_slo, server_times, spec_stats, summarize, timing
+from lossless.analyze import Summary, describe, parse_slo, server_times, spec_stats, summarize, timing
+from lossless.analyze.result import Speculative
 from lossless.client.call import CallOptions, Job, call
 from lossless.endpoints import Endpoint
 from lossless.errors import UsageError
@@ -97,21 +98,21 @@ def test_role_only_first_chunk_is_not_the_first_token() -> None:
 def test_describe_and_bootstrap() -> None:
     x = np.arange(1, 101, dtype=float)
     d = describe(x)
-    assert d["n"] == 100 and d["p50"] == 50.5 and d["max"] == 100 and d["p99.9"] <= 100
-    assert d["cv"] == pytest.approx(x.std(ddof=1) / x.mean())
-    lo, hi = d["p50_ci95"]
+    assert d.n == 100 and d.p50 == 50.5 and d.max == 100 and (d.get("p99.9") or 0) <= 100
+    assert d.cv == pytest.approx(x.std(ddof=1) / x.mean())
+    lo, hi = d.ci95["p50"]
     assert lo < 50.5 < hi and hi - lo < 25
     for stat in ("p90", "p99"):  # the tails get intervals too, around their point estimates
-        lo, hi = d[f"{stat}_ci95"]
-        assert lo <= d[stat] <= hi and lo < hi
-    assert d["p99_ci95"][0] > d["p50_ci95"][1]
-    assert "p50_ci95" not in describe(x, ci=False)
-    assert describe([]) == {"n": 0}
+        lo, hi = d.ci95[stat]
+        assert lo <= (d.get(stat) or 0) <= hi and lo < hi
+    assert d.ci95["p99"][0] > d.ci95["p50"][1]
+    assert "p50_ci95" in d.as_dict() and "p50_ci95" not in describe(x, ci=False).as_dict()
+    assert describe([]).as_dict() == {"n": 0}
 
 
 def test_bootstrap_of_many_values_stays_in_bounded_memory() -> None:
     d = describe(np.random.default_rng(1).exponential(size=50_000))
-    assert d["p99_ci95"][0] < d["p99"] < d["p99_ci95"][1]
+    assert d.ci95["p99"][0] < (d.p99 or 0) < d.ci95["p99"][1]
 
 
 def test_comparison_ratios_of_medians_and_tails() -> None:
@@ -122,23 +123,24 @@ def test_comparison_ratios_of_medians_and_tails() -> None:
         ok.__class__(**{**ok.__dict__, "endpoint": "b", "event_ns": slow_events, "end_ns": 41_000_000})
     ] * 20
     s = summarize(fast + slow, {"e": (None, None), "b": (None, None)})
-    compared = {c["stat"]: c for c in s["comparisons"] if c["metric"] == "output_tps"}
+    compared = {c.stat: c for c in s.comparisons if c.metric == "output_tps"}
     assert set(compared) == {"p50", "p90", "p99"}
     for c in compared.values():
-        assert c["ratio"] == pytest.approx(0.25) and c["ci95"][0] <= 0.25 <= c["ci95"][1]
-    assert "b's p50 output speed is 0.25x e's" in compared["p50"]["text"]
+        assert c.ratio == pytest.approx(0.25) and c.ci95[0] <= 0.25 <= c.ci95[1]
+    assert "b's p50 output speed is 0.25x e's" in compared["p50"].text
 
 
 def test_classes_get_the_same_metric_objects() -> None:
     ok = run_call([delta("a"), delta("b"), USAGE + DONE], [0, 1, 1_000_000, 11_000_000])
     short = [ok.__class__(**{**ok.__dict__, "request_index": i}) for i in range(4)]
     long = [ok.__class__(**{**ok.__dict__, "prompt_class": "long", "end_ns": 99_000_000})] * 2
-    (entry,) = summarize(short + long, {"e": (None, None)})["endpoints"]
-    assert set(entry["classes"]) == {"short", "long"}
-    assert entry["classes"]["short"]["requests"]["ok"] == 4
-    assert entry["classes"]["long"]["e2e_ms"]["p50"] == 99
-    assert set(entry["classes"]["long"]) == set(entry) - {"name", "load", "speculative", "classes"}
-    assert entry["e2e_ms"]["n"] == 6
+    (entry,) = summarize(short + long, {"e": (None, None)}).endpoints
+    assert list(entry.classes) == ["short", "long"]
+    assert entry.classes["short"].requests.ok == 4
+    assert entry.classes["long"].stat("e2e_ms", "p50") == 99
+    as_json = entry.as_dict()
+    assert set(as_json["classes"]["long"]) == set(as_json) - {"name", "load", "speculative", "classes"}
+    assert entry.overall.metrics["e2e_ms"].n == 6
 
 
 def test_parse_slo() -> None:
@@ -164,6 +166,24 @@ def test_spec_stats_ours_and_missing() -> None:
               "lossless_spec_steps_total": 4.0}  # fmt: skip
     after = {k: v * 3 for k, v in before.items()}
     stats = spec_stats(before, after)
-    assert stats == {"drafted_tokens": 20.0, "accepted_tokens": 10.0, "acceptance_rate": 0.5,
-                     "mean_accepted_length": 1 + 10 / 8}  # fmt: skip
+    assert stats == Speculative(drafted_tokens=20.0, accepted_tokens=10.0, acceptance_rate=0.5,
+                                mean_accepted_length=1 + 10 / 8)  # fmt: skip
     assert spec_stats({}, {}) is None
+
+
+def test_summary_reads_back_from_its_json_equal() -> None:
+    """summary.json -> Summary.from_dict -> the same Summary, and the same JSON again."""
+    ok = run_call([delta("a"), delta("b"), USAGE + DONE], [0, 1_000_000, 1_000_000, 11_000_000])
+    classes = ("short", "long") * 4
+    fast = [
+        ok.__class__(**{**ok.__dict__, "request_index": i, "prompt_class": c}) for i, c in enumerate(classes)
+    ]
+    slow = [ok.__class__(**{**r.__dict__, "endpoint": "b", "end_ns": 41_000_000}) for r in fast]
+    s = summarize(fast + slow, {"e": (1.0, 2.0), "b": (None, None)}, slo={"ttft": 5.0}, class_seed=0)
+    as_json = json.loads(json.dumps(s.as_dict()))
+    assert Summary.from_dict(as_json) == s and Summary.from_dict(as_json).as_dict() == s.as_dict()
+    assert s.class_comparisons is not None and as_json["class_comparisons"][0]["class"] == "short"
+    for broken, why in (({"requests": 1}, "object"), ({"stalls": {"count": "1"}}, "count")):
+        entry = {**as_json["endpoints"][0], **broken}
+        with pytest.raises(TypeError, match=why):
+            Summary.from_dict({**as_json, "endpoints": [entry]})

@@ -35,22 +35,20 @@ def _run(endpoint: str, ttft_ms: float, gap_ms: float) -> list[RequestRecord]:
 
 def test_ratios_of_b_to_a_with_ci_around_them() -> None:
     a, b = _run("x", 100.0, 10.0), _run("x", 50.0, 20.0)
-    out = {(c["metric"], c["stat"]): c for c in compare_runs(a, b)}
+    out = {(c.metric, c.stat): c for c in compare_runs(a, b)}
     ttft = out[("ttft_ms", "p50")]
-    assert ttft["ratio"] == pytest.approx(0.5, rel=1e-6)
-    assert ttft["ci95"][0] <= 0.5 <= ttft["ci95"][1] and ttft["ci95"][1] < 1.0
-    assert out[("output_tps", "p50")]["ratio"] == pytest.approx(
-        0.5, rel=1e-6
-    )  # twice the gap: half the speed
-    assert ttft["endpoint_a"] == ttft["endpoint_b"] == "x" and ttft["load"] == "c=1"
-    assert "B's p50 TTFT is 0.50x A's" in ttft["text"]
+    assert ttft.ratio == pytest.approx(0.5, rel=1e-6)
+    assert ttft.ci95[0] <= 0.5 <= ttft.ci95[1] and ttft.ci95[1] < 1.0
+    assert out[("output_tps", "p50")].ratio == pytest.approx(0.5, rel=1e-6)  # twice the gap: half the speed
+    assert ttft.endpoint_a == ttft.endpoint_b == "x" and ttft.load == "c=1"
+    assert "B's p50 TTFT is 0.50x A's" in ttft.text
 
 
 def test_endpoints_pair_by_position_when_names_differ_and_loads_must_match() -> None:
     a = [*_run("old", 100.0, 10.0), _record("old", 99, 1.0, 1.0, load="c=8")]
     out = compare_runs(a, _run("new", 100.0, 10.0))
-    assert out and {(c["endpoint_a"], c["endpoint_b"], c["load"]) for c in out} == {("old", "new", "c=1")}
-    assert all(c["ratio"] == pytest.approx(1.0) for c in out)
+    assert out and {(c.endpoint_a, c.endpoint_b, c.load) for c in out} == {("old", "new", "c=1")}
+    assert all(c.ratio == pytest.approx(1.0) for c in out)
 
 
 def _save(folder: Path, records: list[RequestRecord]) -> Path:

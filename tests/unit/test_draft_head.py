@@ -17,10 +17,10 @@ from test_speculative_mc import (
     transformer_truth,
 )
 
-from lossless.draft.data import TOP, WINDOW, Sequence
-from lossless.draft.head import DSparkHead, HeadConfig, HeadDrafter, load_head, save_head
+from lossless.draft.data import TOP, WINDOW, AnsweredPrompt
 from lossless.draft.train import Anchors, draft_vocab, evaluate, losses
 from lossless.engine.drafts import NgramDrafter
+from lossless.engine.head import DSparkHead, HeadConfig, HeadDrafter, load_head, save_head
 from lossless.engine.sampling import SamplingParams
 from lossless.engine.speculative import speculative_decode
 from lossless.errors import CheckpointError
@@ -226,7 +226,7 @@ def test_saved_head_loads_identically_and_checks_its_checksum(tmp_path: Path) ->
         load_head(tmp_path / "g", head.embed)
 
 
-def _sequence(prompt_len: int, answer: list[int], dim: int) -> Sequence:
+def _sequence(prompt_len: int, answer: list[int], dim: int) -> AnsweredPrompt:
     m = len(answer)
     tokens = torch.cat([torch.arange(prompt_len) % 8, torch.tensor(answer)])
     # hidden row i stands for position P - WINDOW + i: its first coordinate says which
@@ -236,7 +236,7 @@ def _sequence(prompt_len: int, answer: list[int], dim: int) -> Sequence:
     top_ids[:, 0] = torch.tensor(answer)  # the target's favourite is the token that came
     top_p = torch.zeros(m, TOP, dtype=torch.float16)
     top_p[:, 0] = 1.0
-    return Sequence(tokens, prompt_len, hidden, top_ids, top_p, greedy=True)
+    return AnsweredPrompt(tokens, prompt_len, hidden, top_ids, top_p, greedy=True)
 
 
 def test_anchors_line_up_windows_targets_and_target_distributions() -> None:

@@ -28,7 +28,7 @@ def test_jsonl_round_trip_is_exact(tmp_path: Path) -> None:
 
 
 def test_write_atomic_leaves_the_old_file_or_the_new_one(tmp_path: Path) -> None:
-    from lossless.report.files import write_atomic
+    from lossless.atomic import write_atomic
 
     target = write_atomic(tmp_path / "out" / "summary.json", "old\n")
     with pytest.raises(TypeError):  # not text: fails after the temporary file was made

@@ -22,7 +22,16 @@ from lossless.server.protocol import (
     parse,
     parse_json,
 )
-from lossless.server.worker import Event, Failed, Finished, Job, QueueFull, ShuttingDown, Started, Worker
+from lossless.server.worker import (
+    EngineJob,
+    Event,
+    Failed,
+    Finished,
+    QueueFull,
+    ShuttingDown,
+    Started,
+    Worker,
+)
 
 
 def test_the_ignored_header_lists_safe_names_and_counts_the_rest() -> None:
@@ -98,7 +107,7 @@ class EndlessEngine:
         yield Delta("", (), finish_reason="cancelled")
 
 
-async def drain(job: Job) -> list[Event]:
+async def drain(job: EngineJob) -> list[Event]:
     events: list[Event] = []
     while not events or not isinstance(events[-1], Finished | Failed):
         events.append(await asyncio.wait_for(job.events.get(), 5))
@@ -114,18 +123,18 @@ def make(max_queue: int) -> tuple[Worker, EndlessEngine, asyncio.AbstractEventLo
 def test_a_withdrawn_job_frees_its_slot_and_ends_at_once() -> None:
     async def main() -> None:
         worker, engine, loop = make(max_queue=1)
-        running, waiting = Job([1], SamplingParams(), loop), Job([2], SamplingParams(), loop)
+        running, waiting = EngineJob([1], SamplingParams(), loop), EngineJob([2], SamplingParams(), loop)
         worker.start()
         try:
             worker.submit(running)
             await asyncio.to_thread(engine.started.wait, 5)
             worker.submit(waiting)
             with pytest.raises(QueueFull):
-                worker.submit(Job([3], SamplingParams(), loop))
+                worker.submit(EngineJob([3], SamplingParams(), loop))
             worker.withdraw(waiting)
             assert worker.queue_length() == 0
             assert await drain(waiting) == [Finished("cancelled", 0, None, 0.0)]
-            worker.submit(Job([4], SamplingParams(), loop))  # the freed slot takes the next one
+            worker.submit(EngineJob([4], SamplingParams(), loop))  # the freed slot takes the next one
             assert worker.metrics.cancelled.value() == 1
         finally:
             worker.stop()
@@ -136,7 +145,7 @@ def test_a_withdrawn_job_frees_its_slot_and_ends_at_once() -> None:
 def test_shutdown_fails_the_queue_now_and_cuts_the_running_job_after_its_grace() -> None:
     async def main() -> None:
         worker, engine, loop = make(max_queue=4)
-        running, waiting = Job([1], SamplingParams(), loop), Job([2], SamplingParams(), loop)
+        running, waiting = EngineJob([1], SamplingParams(), loop), EngineJob([2], SamplingParams(), loop)
         worker.start()
         try:
             worker.submit(running)
@@ -146,7 +155,7 @@ def test_shutdown_fails_the_queue_now_and_cuts_the_running_job_after_its_grace()
             worker.begin_shutdown(0.2)
             assert await drain(waiting) == [Failed("the server is shutting down", status=503)]
             with pytest.raises(ShuttingDown):
-                worker.submit(Job([3], SamplingParams(), loop))
+                worker.submit(EngineJob([3], SamplingParams(), loop))
             events = await drain(running)
             elapsed = time.perf_counter() - start
         finally:

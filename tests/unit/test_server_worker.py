@@ -13,7 +13,7 @@ import pytest
 from lossless.engine.engine import Delta
 from lossless.engine.sampling import SamplingParams
 from lossless.server.metrics import ServerMetrics
-from lossless.server.worker import Event, Failed, Finished, Job, QueueFull, Started, Worker
+from lossless.server.worker import EngineJob, Event, Failed, Finished, QueueFull, Started, Worker
 
 
 class ScriptedEngine:
@@ -35,7 +35,7 @@ class ScriptedEngine:
             yield Delta(str(t), (t,), finish_reason="length" if last else None, stats=stats)
 
 
-async def drain(job: Job) -> list[Event]:
+async def drain(job: EngineJob) -> list[Event]:
     events = []
     while not events or not isinstance(events[-1], Finished | Failed):
         events.append(await asyncio.wait_for(job.events.get(), 5))
@@ -54,7 +54,7 @@ def test_jobs_run_in_arrival_order_and_the_queue_is_bounded() -> None:
         engine = ScriptedEngine()
         worker, metrics = make(engine, max_queue=2)
         loop = asyncio.get_running_loop()
-        jobs = [Job([i, 7, 8], SamplingParams(), loop) for i in range(3)]
+        jobs = [EngineJob([i, 7, 8], SamplingParams(), loop) for i in range(3)]
         worker.start()
         try:
             worker.submit(jobs[0])
@@ -63,7 +63,7 @@ def test_jobs_run_in_arrival_order_and_the_queue_is_bounded() -> None:
             worker.submit(jobs[2])
             assert metrics.queue_length() == 2
             with pytest.raises(QueueFull) as full:
-                worker.submit(Job([9, 9], SamplingParams(), loop))
+                worker.submit(EngineJob([9, 9], SamplingParams(), loop))
             assert full.value.retry_after_s >= 1
             engine.gate.set()
             results = [await drain(j) for j in jobs]
@@ -88,7 +88,7 @@ def test_a_job_cancelled_while_queued_never_reaches_the_engine() -> None:
         engine = ScriptedEngine()
         worker, metrics = make(engine)
         loop = asyncio.get_running_loop()
-        first, second = Job([0, 1], SamplingParams(), loop), Job([5, 1], SamplingParams(), loop)
+        first, second = EngineJob([0, 1], SamplingParams(), loop), EngineJob([5, 1], SamplingParams(), loop)
         worker.start()
         try:
             worker.submit(first)
@@ -112,7 +112,7 @@ def test_an_engine_failure_reaches_the_client_and_the_worker_survives() -> None:
         engine.gate.set()
         worker, _ = make(engine)
         loop = asyncio.get_running_loop()
-        bad, good = Job([666, 1], SamplingParams(), loop), Job([3, 1], SamplingParams(), loop)
+        bad, good = EngineJob([666, 1], SamplingParams(), loop), EngineJob([3, 1], SamplingParams(), loop)
         worker.start()
         try:
             worker.submit(bad)

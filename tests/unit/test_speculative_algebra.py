@@ -9,13 +9,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch import Tensor
 
-from lossless.engine.drafts import (
-    DrafterSpec,
-    NgramDrafter,
-    check_same_vocab,
-    ngram_lookup,
-    parse_drafter_spec,
-)
+from lossless.config import DrafterSpec, parse_drafter_spec
+from lossless.engine.drafts import NgramDrafter, check_same_vocab, ngram_lookup
 from lossless.engine.sampling import SamplingParams, warp
 from lossless.engine.speculative import SpecStats, accept_draft, residual_distribution
 from lossless.errors import UsageError

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from collections.abc import AsyncIterator
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lossless.client.sse import SSEParser
+from lossless.client.sse import SSEParser, read_events
 
 STREAM = (
     b": keep-alive comment\r\n"
@@ -49,3 +51,43 @@ def test_event_larger_than_64_kb() -> None:
 
 def test_last_event_without_blank_line_counts_at_close() -> None:
     assert _feed_all([b"data: a\n\ndata: b"]) == [b"a", b"b"]
+
+
+class ScriptedBody:
+    """A response that delivers these reads, and counts what was drained after the loop stopped."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.reads, self.drained = reads, False
+        self.taken = 0
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for r in self.reads:
+            self.taken += 1
+            yield r
+
+    async def drain(self) -> None:
+        self.drained = True
+
+
+def _read(reads: list[bytes]) -> tuple[list[tuple[int, list[bytes]]], int, ScriptedBody]:
+    body, ticks = ScriptedBody(reads), itertools.count(10)
+    seen: list[tuple[int, list[bytes]]] = []
+
+    def on_read(t: int, data: list[bytes]) -> bool:
+        seen.append((t, data))
+        return b"[DONE]" in data
+
+    last = asyncio.run(read_events(body, on_read, ticks.__next__))
+    return seen, last, body
+
+
+def test_read_events_stamps_each_read_and_stops_at_done() -> None:
+    seen, last, body = _read([b"data: a\n\ndata: b\n", b"\n", b"data: [DONE]\n\n", b"data: late\n\n"])
+    assert seen == [(10, [b"a"]), (11, [b"b"]), (12, [b"[DONE]"])]
+    assert last == 12 and body.drained and body.taken == 3  # what follows [DONE] is drained, not parsed
+
+
+def test_read_events_flushes_a_stream_cut_without_done() -> None:
+    seen, last, body = _read([b"data: a\n\n", b"data: b"])
+    assert seen == [(10, [b"a"]), (11, []), (12, [b"b"])]  # the end of the stream is one more call
+    assert last == 12 and not body.drained

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lossless.verify.collect import _scored
+from lossless.verify.collect import _text_score
 from lossless.verify.decide import Agreement, Criteria, decide
 from lossless.verify.stats import (
     TAIL,
@@ -97,11 +97,11 @@ def test_scores_are_read_from_the_texts_tokens_only() -> None:
         "text_offset": [0, 2, 8],
         "top_logprobs": [None, {" there": np.log(0.5), " all": np.log(0.3)}, {" me": np.log(0.8)}],
     }
-    got = _scored(lp, start=2, end=12, top=20)
+    got = _text_score(lp, start=2, end=12, top=20)
     assert got is not None and got.mean == pytest.approx(float(np.log(0.5 * 0.1)) / 2)
     assert got.rank == pytest.approx((0.25 + (1 - 0.2 / 2)) / 2)  # " you" is outside the listed one
     assert got.tail == pytest.approx(0.5) and TAIL == 0.9
-    plain = _scored({**lp, "top_logprobs": None}, start=2, end=12, top=0)
+    plain = _text_score({**lp, "top_logprobs": None}, start=2, end=12, top=0)
     assert plain is not None and plain.rank is None and plain.tail is None
 
 

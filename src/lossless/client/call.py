@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from lossless.client.http import Response, Session, TransportError
 from lossless.client.openai import PATHS, Chunk, reasoning_tokens, request_body
-from lossless.client.sse import SSEParser
+from lossless.client.sse import read_events
 from lossless.endpoints import Endpoint
 from lossless.records import TOKEN_KINDS, RequestRecord
 from lossless.workload.prompts import Prompt
@@ -156,25 +156,21 @@ async def _exchange(
         if not opts.stream:
             await _whole(resp, acc, opts, clock)
             return
-        parser = SSEParser()
+        api = opts.api
         # After the first token only the total limit applies.
         relax = opts.first_token_timeout is not None
-        async for data in resp.chunks():
-            t = clock()
-            for payload in parser.feed(data):
-                _event(payload, acc, opts.api, t)
+
+        def on_read(t: int, payloads: list[bytes]) -> bool:
+            nonlocal relax
+            for payload in payloads:
+                _event(payload, acc, api, t)
             if relax and acc.first_token:
                 relax = False
                 total = opts.total_timeout
                 deadline.reschedule(None if total is None else start + total)
-            if acc.done:
-                acc.end_ns = t
-                await resp.drain()
-                return
-        t = clock()
-        for payload in parser.close():
-            _event(payload, acc, opts.api, t)
-        acc.end_ns = t
+            return acc.done
+
+        acc.end_ns = await read_events(resp, on_read, clock)
         if not acc.done and acc.finish_reason is None:
             raise _MalformedStream("stream ended without [DONE] or a finish_reason")
 
@@ -198,7 +194,7 @@ def _event(payload: bytes, acc: _Acc, api: str, t: int) -> None:
 
 
 async def _whole(resp: Response, acc: _Acc, opts: CallOptions, clock: Callable[[], int]) -> None:
-    raw = b"".join([c async for c in resp.chunks()])
+    raw = await resp.whole()
     t = clock()  # the first byte of a non-streamed answer is its last
     try:
         acc.add(Chunk(json.loads(raw), opts.api, stream=False), t)

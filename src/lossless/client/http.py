@@ -48,6 +48,9 @@ class Response:
         except aiohttp.ClientError as exc:
             raise TransportError("connection", f"{type(exc).__name__}: {exc}") from exc
 
+    async def whole(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
+
     async def drain(self, timeout: float = 1.0) -> None:
         """Read what follows [DONE] (the terminating chunk) so the connection can be reused."""
         try:

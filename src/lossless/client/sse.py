@@ -5,9 +5,14 @@ It follows the WHATWG event-stream rules that real servers exercise: lines end i
 comment, several ``data:`` lines join with ``\\n``, a blank line dispatches. There is no size limit per
 event (aiohttp's ``readline`` stops at 64 KB, which long tool-call arguments exceed). Only ``data`` is
 kept: ``event``, ``id`` and ``retry`` carry nothing the OpenAI stream uses.
+
+``read_events`` is the one loop over a response's reads that bench's calls and probe/verify's replies share.
 """
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Protocol
 
 
 class SSEParser:
@@ -54,3 +59,29 @@ class SSEParser:
                 data.append(b"")
             # comments (":...") and the event/id/retry fields are ignored on purpose
         return out
+
+
+class Body(Protocol):
+    """What ``read_events`` needs of a response (``http.Response``, or a test's scripted one)."""
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def drain(self) -> None: ...
+
+
+async def read_events(
+    body: Body, on_read: Callable[[int, list[bytes]], bool], clock: Callable[[], int]
+) -> int:
+    """Read ``body`` one network read at a time: ``on_read(t, data)`` gets the time that read returned and
+    the data of every event it completed, and says True once the stream is done ([DONE]); the rest is
+    then drained, so the connection can be reused. When the connection ends first, a last call gets the
+    event left without its blank line. Returns the time of the last read."""
+    parser = SSEParser()
+    async for chunk in body.chunks():
+        t = clock()
+        if on_read(t, parser.feed(chunk)):
+            await body.drain()
+            return t
+    t = clock()
+    on_read(t, parser.close())
+    return t

@@ -39,7 +39,7 @@ TOP = 32  # target probabilities kept per position (the rest is their complement
 
 
 @dataclass(frozen=True)
-class Sequence:
+class AnsweredPrompt:
     """One prompt and the target's answer, with what the target computed along it."""
 
     tokens: Tensor  # [P + m] int64: templated prompt, then the answer
@@ -65,14 +65,14 @@ def collect(
     batch: int,
     seed: int,
     log: Callable[[int, int], None] | None = None,
-) -> list[Sequence]:
+) -> list[AnsweredPrompt]:
     """Answer ``prompts`` with ``engine``'s model, ``batch`` at a time; even indices greedily, odd ones
     sampled. Returns the sequences in the prompts' order."""
     model, eos = engine.model, engine.tokenizer.eos_ids
     encoded = [engine.chat_prompt([{"role": "user", "content": p}]) for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))  # similar lengths pad least
     generator = torch.Generator().manual_seed(seed)
-    out: dict[int, Sequence] = {}
+    out: dict[int, AnsweredPrompt] = {}
     try:
         for start in range(0, len(order), batch):
             rows = order[start : start + batch]
@@ -130,7 +130,7 @@ def _answer(
     eos: frozenset[int],
     max_new: int,
     generator: torch.Generator,
-) -> list[Sequence]:
+) -> list[AnsweredPrompt]:
     b, width = len(prompts), max(len(p) for p in prompts)
     model.setup_cache(width + max_new, batch=b)
     pad = torch.tensor([width - len(p) for p in prompts])
@@ -163,7 +163,7 @@ def _answer(
     h_all = torch.cat(hiddens, 1)  # [B, WINDOW + steps - 1, dim]
     top_ids, top_p = torch.stack(tops, 1), torch.stack(tops_p, 1)  # [B, steps, TOP]
     return [
-        Sequence(
+        AnsweredPrompt(
             tokens=torch.cat([torch.tensor(p), ids[r, : int(lengths[r])]]),
             prompt_len=len(p),
             hidden=h_all[r, : WINDOW + int(lengths[r]) - 1].clone(),

@@ -22,7 +22,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,34 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lossless.draft.data import WINDOW, Sequence, bundled_prompts, collect, written_prompts
-from lossless.draft.head import DSparkHead, HeadConfig, save_head
-
-
-@dataclass(frozen=True)
-class Recipe:
-    seed: int = 0
-    gen_dtype: str = "bfloat16"  # the target's dtype while collecting (batched bf16 is ~1.5x fp32 here)
-    max_new: int = 192  # answer tokens at most
-    prompts: int = 0  # use the first N bundled prompts (0: all; fewer only for a quick trial)
-    written: int = 2400  # prompts the target writes itself (Magpie-style), each answered once
-    gen_batch: int = 64  # collecting 3,200 answers (504k tokens) took 47 min on 2 threads
-    vocab: int = 8192  # draft vocabulary size (held-out answer tokens inside: 4096 84%, 8192 91%)
-    block: int = 7
-    ffn: int = 1024  # SwiGLU width (on 800 answers alone 1024 memorised more than 512)
-    rank: int = 64
-    steps: int = 4000
-    batch: int = 256  # anchors per step
-    lr: float = 1e-3
-    weight_decay: float = 0.1
-    dropout: float = 0.1  # 0.3 when 800 answers were all the data
-    ce_weight: float = 0.1
-    tv_weight: float = 0.9
-    position_decay: float = 0.8
-    holdout: int = 40  # sequences held out for calibration and evaluation
-    log_every: int = 50
-    eval_every: int = 250  # held-out evaluation; the best evaluated state is the one kept
-
+from lossless.atomic import atomic_path, write_atomic
+from lossless.draft.data import WINDOW, AnsweredPrompt, bundled_prompts, collect, written_prompts
+from lossless.draft.recipe import Recipe
+from lossless.engine.head import DSparkHead, HeadConfig, save_head
 
 Log = Callable[[dict[str, Any]], None]
 
@@ -82,7 +58,7 @@ def run(engine: Any, out: Path, recipe: Recipe, say: Callable[[str], None]) -> d
     machine (the small ops of a 4M-parameter head wait on a second thread more than they gain)."""
     torch.manual_seed(recipe.seed)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "recipe.json").write_text(json.dumps(asdict(recipe), indent=2) + "\n")
+    write_atomic(out / "recipe.json", json.dumps(asdict(recipe), indent=2) + "\n")
     with (out / "train_log.jsonl").open("w") as log_file:
 
         def log(entry: dict[str, Any]) -> None:
@@ -119,7 +95,7 @@ def _run(engine: Any, out: Path, recipe: Recipe, log: Log, say: Callable[[str], 
     return evaluation
 
 
-def _collected(engine: Any, path: Path, recipe: Recipe, say: Callable[[str], None]) -> list[Sequence]:
+def _collected(engine: Any, path: Path, recipe: Recipe, say: Callable[[str], None]) -> list[AnsweredPrompt]:
     key = {k: getattr(recipe, k) for k in ("seed", "gen_dtype", "max_new", "prompts", "written", "gen_batch")}
     if path.exists():
         saved = torch.load(path, weights_only=False)
@@ -140,13 +116,12 @@ def _collected(engine: Any, path: Path, recipe: Recipe, say: Callable[[str], Non
     # held-out prompts (bundled ones, both answers each) first, chosen by the seed; then the written ones
     order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(recipe.seed)).tolist()
     ordered = [seqs[2 * i + j] for i in order for j in (0, 1)] + seqs[len(twice) :]
-    tmp = path.with_suffix(".tmp")
-    torch.save({"key": key, "seqs": ordered, "written": written}, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save({"key": key, "seqs": ordered, "written": written}, tmp)
     return ordered
 
 
-def draft_vocab(seqs: list[Sequence], size: int, eos: frozenset[int]) -> Tensor:
+def draft_vocab(seqs: list[AnsweredPrompt], size: int, eos: frozenset[int]) -> Tensor:
     """The ``size`` tokens the target outputs most often, end-of-turn tokens always in.
 
     "Most often" is estimated from the target's distributions rather than its sampled tokens: the
@@ -163,7 +138,7 @@ def draft_vocab(seqs: list[Sequence], size: int, eos: frozenset[int]) -> Tensor:
 class Anchors:
     """Every answer position n (the pending token c_n) of some sequences, as gather indices."""
 
-    def __init__(self, seqs: list[Sequence], config: HeadConfig, vocab: Tensor) -> None:
+    def __init__(self, seqs: list[AnsweredPrompt], config: HeadConfig, vocab: Tensor) -> None:
         assert config.window <= WINDOW, "the collected data holds WINDOW states before each answer"
         self.w, self.k = config.window, config.block
         self.hidden = torch.cat([s.hidden for s in seqs])  # [N_h, d] float16

@@ -1,4 +1,5 @@
-"""Drafters for `speculative.speculative_decode`, and the ``ngram|draft:PATH|none`` spec that names one.
+"""Model-free and draft-model drafters for `speculative.speculative_decode` (the trained head's is in
+`head`; `engine.build_drafter` makes the one a `config.DrafterSpec` names).
 
 Adaptive draft lengths here are *non-anticipating*: the decision to draft position i+1 looks at
 x_1..x_i, their probabilities and past steps only, never at a token not yet drafted. A rule that
@@ -9,115 +10,14 @@ from and biases the output; tests/unit/test_speculative_mc.py shows the chi-squa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import Tensor
 
+from lossless.config import DEFAULT_THRESHOLD
 from lossless.engine.sampling import SamplingParams, sample, warp
-from lossless.engine.speculative import CausalLM, Draft, Drafter
+from lossless.engine.speculative import CausalLM, Draft, Rng
 from lossless.errors import UsageError
-
-if TYPE_CHECKING:
-    from lossless.engine.engine import Engine
-
-SPEC_HELP = (
-    "ngram, draft:PATH (a small checkpoint sharing the target's tokenizer), dspark (the trained draft head "
-    "shipped for the embedded model; dspark:DIR for another) or none"
-)
-
-
-@dataclass(frozen=True)
-class DrafterSpec:
-    kind: Literal["ngram", "draft", "dspark", "none"]
-    path: Path | None = None  # the draft checkpoint (kind "draft"), a head's folder (kind "dspark")
-    k: int = 8  # longest draft per step
-    threshold: float | None = None  # draft models: stop drafting after a token drawn with probability
-    # below this; dspark: stop before a position whose predicted survival (product of confidences) is
-    # below this (None: DSPARK_THRESHOLD for the target's dtype)
-    tree: int = 0  # dspark: a tree of up to this many candidate tokens per step (0: one chain)
-
-
-# Per-kind defaults. n-gram: measured with benchmarks/speculative_speed.py; a draft costs nothing to
-# make and the length backs off by itself, so long drafts pay whenever the text is copying. Draft
-# model: the usual starting point, not measured here (SmolLM2-135M is its family's smallest, so the
-# embedded model has no smaller draft); a draft model pays a forward per drafted token. dspark: its
-# block, 7 tokens; the confidence head decides how many of them to draft, at a threshold that depends on
-# what a wider target forward costs: a bfloat16 forward over 2-8 tokens costs what one over a single
-# token does on a CPU, a float32 one up to 1.7x. In benchmarks/speculative_speed.py 0.1 beat 0.3 on all
-# four suite/temperature rows with bfloat16 weights, and 0.3 beat 0.1 on all four with float32.
-DEFAULT_K = {"ngram": 8, "draft": 4, "dspark": 7, "none": 0}
-DEFAULT_THRESHOLD = {"draft": 0.3}
-DSPARK_THRESHOLD = {"bfloat16": 0.1, "float32": 0.3}
-# dspark: a tree of up to 4 candidates per step (`HeadDrafter`: the likeliest for greedy requests, three
-# distinct draws for the first position of sampled ones). Open chat, benchmarks/speculative_speed.py,
-# bfloat16: greedy 1.68x against one chain's 1.28x, temperature 1 1.29x against 1.26x (accepted length
-# 1.56 against 1.44); trees of 2-10 measured, 4 best. float32: greedy 1.13x against 0.90x, temperature
-# 1 0.96x against 0.87x.
-DEFAULT_TREE = {"dspark": 4}
-
-
-def parse_drafter_spec(
-    spec: str, k: int | None = None, threshold: float | None = None, tree: int | None = None
-) -> DrafterSpec:
-    """``--speculative``, ``--spec-k``, ``--spec-threshold``, ``--spec-tree`` -> a DrafterSpec;
-    UsageError when wrong."""
-    kind, _, rest = spec.strip().partition(":")
-    if kind not in DEFAULT_K or (kind == "draft" and not rest) or (kind in ("ngram", "none") and rest):
-        raise UsageError(f"--speculative: expected {SPEC_HELP}; got {spec!r}")
-    if k is not None and not 1 <= k <= 32:
-        raise UsageError(f"--spec-k: expected a draft length from 1 to 32; got {k}")
-    if threshold is not None and not 0.0 <= threshold < 1.0:
-        raise UsageError(f"--spec-threshold: expected a probability in [0, 1); got {threshold}")
-    if tree is not None and not (0 <= tree <= 64 and (tree == 0 or kind == "dspark")):
-        raise UsageError(
-            f"--spec-tree: expected 0 to 64 candidate tokens, with --speculative dspark; got {tree}"
-        )
-    path = Path(rest).expanduser() if rest else None
-    if path is not None and not path.exists():
-        raise UsageError(f"--speculative draft:{rest}: no such file or directory")
-    return DrafterSpec(
-        kind,  # type: ignore[arg-type]
-        path,
-        DEFAULT_K[kind] if k is None else k,
-        DEFAULT_THRESHOLD.get(kind) if threshold is None else threshold,
-        DEFAULT_TREE.get(kind, 0) if tree is None else tree,
-    )
-
-
-def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
-    """The drafter a spec names, for ``target``; None for plain decoding. A draft checkpoint is
-    loaded like the target (same dtype, same context) and refused unless it shares the tokenizer."""
-    if spec.kind == "none":
-        return None
-    if spec.kind == "ngram":
-        return NgramDrafter(spec.k)
-    if spec.kind == "dspark":
-        from lossless.draft.head import SHIPPED, HeadDrafter, load_head
-
-        head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
-        threshold = (
-            DSPARK_THRESHOLD.get(target.dtype, DSPARK_THRESHOLD["float32"])
-            if spec.threshold is None
-            else spec.threshold
-        )
-        return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=spec.tree)
-    from lossless.engine.engine import Engine
-
-    assert spec.path is not None
-    draft = Engine.load(spec.path, dtype=target.dtype, max_context=target.max_context)
-    vocab = [
-        [tok.token_bytes(i) for i in range(tok.vocab_size)] for tok in (target.tokenizer, draft.tokenizer)
-    ]
-    check_same_vocab(vocab[0], vocab[1], f"draft:{spec.path}")
-    if draft.args.vocab_size != target.args.vocab_size or draft.max_context < target.max_context:
-        raise UsageError(
-            f"draft:{spec.path}: {draft.args.vocab_size} logits over a {draft.max_context}-token context, "
-            f"the target has {target.args.vocab_size} over {target.max_context}; they must match"
-        )
-    return ModelDrafter(draft.model, DEFAULT_THRESHOLD["draft"] if spec.threshold is None else spec.threshold)
 
 
 def check_same_vocab(target: Sequence[str | bytes], draft: Sequence[str | bytes], where: str) -> None:
@@ -226,12 +126,7 @@ class ModelDrafter:
         self.cached = []
 
     def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-        hidden: Tensor | None,
+        self, context: Sequence[int], k: int, params: SamplingParams, generator: Rng, hidden: object
     ) -> Draft:
         if k <= 0:
             return Draft([], None)

@@ -1,49 +1,74 @@
 """The engine's face to the server: load a checkpoint, turn requests into streams of text deltas.
 
-torch and the loaders are imported inside the methods: importing this module (the server does, for
-the dataclasses) stays cheap. Threads are the caller's business (``torch.set_num_threads``).
+Data flows down: this module drives `generate` and `speculative` (which make the ``Delta`` stream;
+``Delta`` and ``TokenLogprob`` are re-exported here for the server) and builds the drafter a
+`config.DrafterSpec` names from `drafts` and `head`; none of them imports this module. Importing it
+loads torch; the checkpoint loaders are imported when a checkpoint is loaded.
+
+One Engine is one model state (the KV cache): a generation or a scoring holds ``ModelLock`` for its
+whole life, so callers on several threads (two servers on one engine, see `with_drafter`) wait their
+turn instead of interleaving. Threads for torch are the caller's business (``torch.set_num_threads``).
 """
 
 from __future__ import annotations
 
+import copy
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from lossless.engine.sampling import SamplingParams
+from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DrafterSpec
+from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
+from lossless.engine.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
+from lossless.engine.sampling import SamplingParams, make_generator
+from lossless.engine.speculative import Drafter, SpecStats, speculative_decode
 from lossless.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
-    from lossless.engine.drafts import DrafterSpec
     from lossless.engine.hf import Checkpoint
     from lossless.engine.model import Transformer
-    from lossless.engine.speculative import Drafter
     from lossless.engine.tokenizer import Tokenizer
 
-FinishReason = Literal["stop", "length", "cancelled"]
+__all__ = ["Delta", "Engine", "ModelLock", "TokenLogprob", "build_drafter", "build_model"]
+
+_WAIT_S = 0.05  # a generation waiting for the model looks at its cancel event this often
 
 
-@dataclass(frozen=True)
-class TokenLogprob:
-    token_id: int
-    token: str  # the token's own text (decoded alone)
-    logprob: float  # natural log under the *unwarped* model distribution (temperature 1, no top-k/p)
-    top: tuple[tuple[int, str, float], ...] = ()  # (token_id, text, logprob) of the most likely tokens
+class ModelLock:
+    """The right to use one model's state, held by one generation or scoring at a time.
 
+    Not reentrant: a thread that asks again while it holds it (a second generation started before the
+    first was closed) would wait for itself forever, so it gets a RuntimeError instead. Released by
+    whoever ends the generation (a generator closed by the garbage collector may run on another thread:
+    a plain Lock allows that).
+    """
 
-@dataclass(frozen=True)
-class Delta:
-    text: str  # new text since the previous delta; stop sequences are cut, partial UTF-8 held back
-    token_ids: tuple[int, ...] = ()  # the generated tokens this delta accounts for (may be several)
-    logprobs: tuple[TokenLogprob, ...] = ()  # one per token in token_ids when params.logprobs
-    finish_reason: FinishReason | None = None  # set on the last delta only
-    stats: Mapping[str, Any] = field(default_factory=dict)  # last delta: e.g. speculative figures
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: int | None = None  # the holder's thread ident; a thread can only see its own here
+
+    def acquire(self, cancel: threading.Event | None = None) -> bool:
+        """Wait for the model; False if ``cancel`` is set while waiting."""
+        if self._owner == threading.get_ident():
+            raise RuntimeError("this thread is already using the engine: close its other generation first")
+        while not self._lock.acquire(timeout=_WAIT_S):
+            if cancel is not None and cancel.is_set():
+                return False
+        self._owner = threading.get_ident()
+        return True
+
+    def release(self) -> None:
+        self._owner = None
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
 
 
 class Engine:
-    """One loaded model. Not thread-safe: the server calls it from a single worker thread."""
+    """One loaded model. Any thread may call it: generations and scorings take turns (``lock``)."""
 
     name: str  # model name reported by /v1/models
     max_context: int  # prompt + generated tokens at most
@@ -59,12 +84,18 @@ class Engine:
         self.dtype = str(self.model.output.weight.dtype).removeprefix("torch.")
         self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
         self.drafter: Drafter | None = None
+        self.lock = ModelLock()  # guards the model's KV cache; shared with every `with_drafter` copy
 
     def use_drafter(self, spec: DrafterSpec) -> None:
         """Decode speculatively from now on (kind "none": plainly); draft:PATH loads that checkpoint."""
-        from lossless.engine.drafts import build_drafter
-
         self.spec, self.drafter = spec, build_drafter(spec, self)
+
+    def with_drafter(self, spec: DrafterSpec) -> Engine:
+        """This engine decoding as ``spec`` says: another Engine on the same weights, KV cache and lock
+        (one copy in memory). Their generations take turns; they never interleave."""
+        other = copy.copy(self)  # shallow: model, tokenizer and lock are shared, the drafter is not
+        other.use_drafter(spec)
+        return other
 
     @classmethod
     def load(cls, path: Path, *, dtype: str = "float32", max_context: int | None = None) -> Engine:
@@ -109,12 +140,23 @@ class Engine:
         self, prompt_ids: list[int], params: SamplingParams, cancel: threading.Event | None = None
     ) -> Iterator[Delta]:
         """Yield deltas as tokens are accepted; the last one carries finish_reason. Checks ``cancel``
-        between tokens and stops with finish_reason "cancelled" when it is set."""
-        from lossless.engine.generate import generate_text, plain_tokens
-        from lossless.engine.sampling import make_generator
-        from lossless.engine.speculative import SpecStats, speculative_decode
+        between tokens and stops with finish_reason "cancelled" when it is set.
 
+        Holds the model from the first ``next`` until the stream ends, raises or is closed: a caller
+        that stops early must close it (``for`` over it to the end, or ``close()``), or another
+        generation waits until the abandoned stream is garbage-collected."""
         self._check_prompt(prompt_ids)
+        if not self.lock.acquire(cancel):  # cancelled while another generation held the model
+            yield Delta("", finish_reason="cancelled", stats={"completion_tokens": 0, "decode_s": 0.0})
+            return
+        try:
+            yield from self._generate(prompt_ids, params, cancel)
+        finally:
+            self.lock.release()
+
+    def _generate(
+        self, prompt_ids: list[int], params: SamplingParams, cancel: threading.Event | None
+    ) -> Iterator[Delta]:
         budget = min(params.max_tokens, self.max_context - len(prompt_ids))
         generator = make_generator(params.seed)
         if self.drafter is None or self.spec is None:
@@ -133,10 +175,12 @@ class Engine:
 
     def score(self, prompt_ids: list[int], top_logprobs: int = 0) -> list[TokenLogprob | None]:
         """Teacher-forced log-probabilities of each prompt token given its prefix (None for the first)."""
-        from lossless.engine.generate import score_tokens
-
         self._check_prompt(prompt_ids)
-        return score_tokens(self.model, prompt_ids, top_logprobs, self.tokenizer)
+        self.lock.acquire()
+        try:
+            return score_tokens(self.model, prompt_ids, top_logprobs, self.tokenizer)
+        finally:
+            self.lock.release()
 
     def _check_prompt(self, prompt_ids: list[int]) -> None:
         if not prompt_ids:
@@ -164,3 +208,34 @@ def build_model(checkpoint: Checkpoint, max_context: int | None = None) -> Trans
         model.output.weight = model.tok_embeddings.weight  # assign=True made two parameters: tie again
     model.setup_cache(max_context)
     return model.eval()
+
+
+def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
+    """The drafter a spec names, for ``target``; None for plain decoding. A draft checkpoint is
+    loaded like the target (same dtype, same context) and refused unless it shares the tokenizer."""
+    if spec.kind == "none":
+        return None
+    if spec.kind == "ngram":
+        return NgramDrafter(spec.k)
+    if spec.kind == "dspark":
+        from lossless.engine.head import SHIPPED, HeadDrafter, load_head
+
+        head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
+        threshold = (
+            DSPARK_THRESHOLD.get(target.dtype, DSPARK_THRESHOLD["float32"])
+            if spec.threshold is None
+            else spec.threshold
+        )
+        return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=spec.tree)
+    assert spec.path is not None
+    draft = Engine.load(spec.path, dtype=target.dtype, max_context=target.max_context)
+    vocab = [
+        [tok.token_bytes(i) for i in range(tok.vocab_size)] for tok in (target.tokenizer, draft.tokenizer)
+    ]
+    check_same_vocab(vocab[0], vocab[1], f"draft:{spec.path}")
+    if draft.args.vocab_size != target.args.vocab_size or draft.max_context < target.max_context:
+        raise UsageError(
+            f"draft:{spec.path}: {draft.args.vocab_size} logits over a {draft.max_context}-token context, "
+            f"the target has {target.args.vocab_size} over {target.max_context}; they must match"
+        )
+    return ModelDrafter(draft.model, DEFAULT_THRESHOLD["draft"] if spec.threshold is None else spec.threshold)

@@ -7,22 +7,43 @@ sequences, eos, max_tokens, the context limit, logprobs and cancellation. It sto
 it has enough, so a source should do its forward passes lazily (inside ``next``), and may commit more
 tokens in a batch than are wanted: the surplus is dropped. ``plain_tokens`` below is the
 one-token-per-step source; a speculative source yields 1..k+1 tokens a step the same way.
+
+What comes out, ``Delta`` (with ``TokenLogprob`` and ``FinishReason``), is defined here, where it is made.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
-from lossless.engine.engine import Delta, FinishReason, TokenLogprob
 from lossless.engine.model import Transformer
 from lossless.engine.sampling import SamplingParams, sample, warp
 from lossless.engine.tokenizer import Tokenizer
+
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token_id: int
+    token: str  # the token's own text (decoded alone)
+    logprob: float  # natural log under the *unwarped* model distribution (temperature 1, no top-k/p)
+    top: tuple[tuple[int, str, float], ...] = ()  # (token_id, text, logprob) of the most likely tokens
+
+
+@dataclass(frozen=True)
+class Delta:
+    text: str  # new text since the previous delta; stop sequences are cut, partial UTF-8 held back
+    token_ids: tuple[int, ...] = ()  # the generated tokens this delta accounts for (may be several)
+    logprobs: tuple[TokenLogprob, ...] = ()  # one per token in token_ids when params.logprobs
+    finish_reason: FinishReason | None = None  # set on the last delta only
+    stats: Mapping[str, Any] = field(default_factory=dict)  # last delta: e.g. speculative figures
 
 
 @dataclass(frozen=True)

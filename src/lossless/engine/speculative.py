@@ -31,6 +31,8 @@ from torch import Tensor
 from lossless.engine.generate import Accepted
 from lossless.engine.sampling import SamplingParams, sample, warp
 
+Rng = torch.Generator | None  # a request's random stream (None: torch's global one)
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -73,12 +75,7 @@ class Drafter(Protocol):
         """A new request: forget everything about the previous one."""
 
     def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-        hidden: Tensor | None,
+        self, context: Sequence[int], k: int, params: SamplingParams, generator: Rng, hidden: Tensor | None
     ) -> Draft:
         """Draft at most k tokens to follow ``context`` (prompt + everything emitted so far).
 

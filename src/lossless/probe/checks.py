@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from scipy import stats
 
-from lossless.probe.wire import Reply, Wire
+from lossless.client.wire import Reply, Wire
 
 Verdict = Literal["honoured", "ignored", "rejected", "unsupported"]
 ALPHA = 0.05  # one-sided level for on-versus-off comparisons
@@ -38,8 +38,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Settings:
-    repeats: int = 4  # requests per arm where a comparison needs several
-    max_tokens: int = 64  # for answers that must be long enough to show a difference
+    repeats: int  # requests per arm where a comparison needs several (default: ProbeOptions')
+    max_tokens: int  # for answers that must be long enough to show a difference
     limit: int = 5  # the max_tokens the max_tokens check asks for
     concurrency: int = 4  # requests in flight at once
 

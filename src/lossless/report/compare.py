@@ -12,13 +12,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lossless.analyze import compare_runs, timing
+from lossless.analyze import METRIC, Metric, RunComparison, compare_runs, timing
+from lossless.analyze.metrics import PLOTTED, SHOWN_RATIOS
 from lossless.errors import UsageError
 from lossless.records import RequestRecord
 from lossless.report import html, plots, svg
-
-_WORDS = {"output_tps": "output speed", "ttft_ms": "TTFT", "e2e_ms": "E2E"}
-_BETTER_HIGHER = {"output_tps"}
 
 
 def load(dir_a: Path, dir_b: Path) -> dict[str, Any]:
@@ -29,8 +27,8 @@ def load(dir_a: Path, dir_b: Path) -> dict[str, Any]:
         run = html.read_run(d, rebuild=False)  # the records are compared; a summary would go unused
         if not run.records:
             raise UsageError(f"{d} holds no bench records (records.jsonl) to compare")
-        env = (run.summary or {}).get("environment")
-        runs.append((env if isinstance(env, dict) else None, run.records))
+        env = None if run.summary is None or run.summary.run is None else dict(run.summary.run.environment)
+        runs.append((env or None, run.records))
         notes += run.notes
     comparisons = compare_runs(runs[0][1], runs[1][1])
     return {
@@ -43,14 +41,15 @@ def load(dir_a: Path, dir_b: Path) -> dict[str, Any]:
 
 
 def to_json(result: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in result.items() if not k.startswith("_")}, indent=2)
+    shown = {k: v for k, v in result.items() if not k.startswith("_")}
+    return json.dumps(shown | {"comparisons": [c.as_dict() for c in result["comparisons"]]}, indent=2)
 
 
-def _verdict(c: dict[str, Any]) -> str:
-    lo, hi = c["ci95"]
+def _verdict(c: RunComparison) -> str:
+    lo, hi = c.ci95
     if lo <= 1.0 <= hi:
         return "no clear difference"
-    faster = (lo > 1.0) == (c["metric"] in _BETTER_HIGHER)
+    faster = (lo > 1.0) == METRIC[c.metric].higher_is_better
     return "B better" if faster else "B worse"
 
 
@@ -62,9 +61,9 @@ def render_terminal(result: dict[str, Any], console: Console) -> None:
     for c in result["comparisons"]:
         reading = _verdict(c)
         style = {"B better": "green", "B worse": "red"}.get(reading, "")
-        lo, hi = c["ci95"]
+        lo, hi = c.ci95
         table.add_row(
-            c["label"], _WORDS[c["metric"]], c["stat"], f"{c['ratio']:.2f}x", f"{lo:.2f}-{hi:.2f}",
+            c.label, METRIC[c.metric].words, c.stat, f"{c.ratio:.2f}x", f"{lo:.2f}-{hi:.2f}",
             f"[{style}]{reading}[/{style}]" if style else reading,
         )  # fmt: skip
     console.print(table)
@@ -72,37 +71,27 @@ def render_terminal(result: dict[str, Any], console: Console) -> None:
         console.print("no endpoint and load level with two or more successful requests in both runs")
 
 
-def _overlay(records: tuple[Sequence[RequestRecord], Sequence[RequestRecord]], metric: str) -> str:
-    title = {"ttft_ms": "Time to first token", "e2e_ms": "End-to-end time", "output_tps": "Output speed"}[
-        metric
-    ]
-    unit = "tokens/s" if metric == "output_tps" else "ms"
+def _overlay(records: tuple[Sequence[RequestRecord], Sequence[RequestRecord]], m: Metric) -> str:
     series = []
     for run, recs in zip("AB", records, strict=True):
         for label, group in plots.groups(recs).items():
-            values = []
-            for r in group:
-                t = timing(r)
-                v = {"ttft_ms": t.ttft, "e2e_ms": t.e2e, "output_tps": 1000.0 / t.tpot if t.tpot else None}
-                if v[metric] is not None:
-                    values.append(float(v[metric] or 0.0))
-            series.append(svg.Series(f"{run}: {label}", svg.cdf(values), kind="step"))
-    return svg.render(svg.Chart(title, f"{title} ({unit})", "share of requests at or below", series))
+            series.append(svg.Series(f"{run}: {label}", svg.cdf(m.values(map(timing, group))), kind="step"))
+    return plots.cdf_chart(m, series)
 
 
 def render_html(result: dict[str, Any]) -> str:
-    comps = result["comparisons"]
+    comps: list[RunComparison] = result["comparisons"]
     rows = [
-        svg.Row(f"{c['label']} {_WORDS[c['metric']]} {c['stat']}", c["ratio"], c["ci95"][0],
-                c["ci95"][1], group=_WORDS[c["metric"]], tip=c["text"])
-        for c in comps if c["stat"] in ("p50", "p99")
+        svg.Row(f"{c.label} {METRIC[c.metric].words} {c.stat}", c.ratio, c.ci95[0], c.ci95[1],
+                group=METRIC[c.metric].words, tip=c.text)
+        for c in comps if c.stat in SHOWN_RATIOS
     ]  # fmt: skip
     forest = svg.intervals(
         "B / A with 95% bootstrap intervals", "ratio of B to A", rows, refs=[(1.0, "same")]
     )
     table_rows = [
-        (c["label"], _WORDS[c["metric"]], c["stat"], f"{c['ratio']:.2f}x",
-         f"{c['ci95'][0]:.2f}-{c['ci95'][1]:.2f}", _verdict(c))
+        (c.label, METRIC[c.metric].words, c.stat, f"{c.ratio:.2f}x", f"{c.ci95[0]:.2f}-{c.ci95[1]:.2f}",
+         _verdict(c))
         for c in comps
     ]  # fmt: skip
     numbers = html.table(("endpoint load", "metric", "stat", "B / A", "95% CI", "reading"), table_rows)
@@ -113,15 +102,15 @@ def render_html(result: dict[str, Any]) -> str:
     )
     sections = [html.section("ratios", "Ratios", f'<div class="figure">{forest}<div class="numbers">{numbers}'
                              "</div></div>", about)]  # fmt: skip
-    for metric in ("ttft_ms", "e2e_ms", "output_tps"):
-        sections.append(html.section(metric, _WORDS[metric], _overlay(result["_records"], metric)))
+    for m in PLOTTED:
+        sections.append(html.section(m.key, m.words, _overlay(result["_records"], m)))
     env_a, env_b = result["a"]["environment"] or {}, result["b"]["environment"] or {}
     env_rows = [(k, str(env_a.get(k, "-")), str(env_b.get(k, "-"))) for k in dict.fromkeys([*env_a, *env_b])]
     sections.append(html.section("setup", "Environment", html.table(("", "A", "B"), env_rows, cls="kv")))
     subtitle = f"A = {result['a']['dir']} · B = {result['b']['dir']}"
     nav = [
         ("ratios", "Ratios"),
-        *((m, _WORDS[m]) for m in ("ttft_ms", "e2e_ms", "output_tps")),
+        *((m.key, m.words) for m in PLOTTED),
         ("setup", "Environment"),
     ]
     return html.page("lossless compare", subtitle, sections, nav)

@@ -7,12 +7,12 @@ numbers ``analyze`` computed, never a second computation of them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lossless import analyze
-from lossless.analyze import Timing, timing
+from lossless.analyze import METRIC, EndpointStats, Metric, Summary, timing
+from lossless.analyze.metrics import PLOTTED
 from lossless.records import TOKEN_KINDS, RequestRecord
 from lossless.report import svg
 
@@ -43,50 +43,48 @@ def groups(records: Sequence[RequestRecord]) -> Groups:
     return out
 
 
-def entry_label(e: dict[str, Any], entries: Sequence[dict[str, Any]]) -> str:
-    many_loads = len({x["load"] for x in entries}) > 1
-    many_endpoints = len({x["name"] for x in entries}) > 1
+def entry_label(e: EndpointStats, entries: Sequence[EndpointStats]) -> str:
+    many_loads = len({x.load for x in entries}) > 1
+    many_endpoints = len({x.name for x in entries}) > 1
     if many_loads:
-        return f"{e['name']} {e['load']}" if many_endpoints else e["load"]
-    return str(e["name"])
+        return f"{e.name} {e.load}" if many_endpoints else e.load
+    return e.name
 
 
-def _num(v: float | None, digits: int = 0) -> str:
+def num(v: float | None, digits: int = 0) -> str:
+    """A number that is not one metric's statistic (a throughput, a total), for a table cell."""
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
-def _stat_rows(entries: Sequence[dict[str, Any]], metric: str, digits: int) -> list[Sequence[str]]:
+def _stat_rows(entries: Sequence[EndpointStats], m: Metric) -> list[Sequence[str]]:
     rows: list[Sequence[str]] = []
     for e in entries:
-        d = e.get(metric, {})
-        ci = d.get("p50_ci95")
-        ci_text = f"{_num(ci[0], digits)}-{_num(ci[1], digits)}" if ci else "-"
-        rows.append(
-            (entry_label(e, entries), str(d.get("n", 0)), _num(d.get("p50"), digits), ci_text,
-             _num(d.get("p90"), digits), _num(d.get("p99"), digits), _num(d.get("max"), digits))
-        )  # fmt: skip
+        d = e.overall.metrics[m.key]
+        ci = d.ci95.get("p50")
+        ci_text = f"{m.fmt(ci[0])}-{m.fmt(ci[1])}" if ci else "-"
+        p50, p90, p99, most = (m.fmt(d.get(stat)) for stat in ("p50", "p90", "p99", "max"))
+        rows.append((entry_label(e, entries), str(d.n), p50, ci_text, p90, p99, most))
     return rows
 
 
 _STAT_HEADERS = ("", "n", "p50", "p50 95% CI", "p90", "p99", "max")
 
 
-def distribution(
-    key: str, g: Groups, summary: dict[str, Any], metric: str, value: Callable[[Timing], float | None],
-    title: str, unit: str, about: str,
-) -> Figure:  # fmt: skip
-    series = []
-    for label, recs in g.items():
-        values = [v for v in (value(timing(r)) for r in recs) if v is not None]
-        series.append(svg.Series(label, svg.cdf(values), kind="step"))
-    chart = svg.Chart(title, f"{title} ({unit})", "share of requests at or below", series)
-    digits = 1 if unit == "tokens/s" else 0
-    return Figure(
-        key, title, about, svg.render(chart), _STAT_HEADERS, _stat_rows(summary["endpoints"], metric, digits)
-    )
+def cdf_chart(m: Metric, series: list[svg.Series]) -> str:
+    """Share of requests at or below each value of a metric: one step line per series."""
+    axis = f"{m.title} ({m.axis_unit or m.unit})"
+    return svg.render(svg.Chart(m.title, axis, "share of requests at or below", series))
 
 
-def e2e_vs_tokens(g: Groups, summary: dict[str, Any]) -> Figure:
+def distribution(key: str, g: Groups, summary: Summary, m: Metric, about: str) -> Figure:
+    series = [
+        svg.Series(label, svg.cdf(m.values(map(timing, recs))), kind="step") for label, recs in g.items()
+    ]
+    rows = _stat_rows(summary.endpoints, m)
+    return Figure(key, m.title, about, cdf_chart(m, series), _STAT_HEADERS, rows)
+
+
+def e2e_vs_tokens(g: Groups, summary: Summary) -> Figure:
     series = []
     for label, recs in g.items():
         pts, tips = [], []
@@ -97,17 +95,14 @@ def e2e_vs_tokens(g: Groups, summary: dict[str, Any]) -> Figure:
                 tips.append(f"{label} #{r.request_index}: {r.n_out} tokens in {e2e:,.0f} ms")
         series.append(svg.Series(label, pts, kind="points", tips=tips))
     chart = svg.Chart("E2E against output tokens", "output tokens", "end-to-end time (ms)", series)
-    entries = summary["endpoints"]
-    rows = [
-        (entry_label(e, entries), _num(e["n_out"].get("p50")), _num(e["e2e_ms"].get("p50")),
-         _num(e["tpot_ms"].get("p50"), 1), _num(e["ttft_ms"].get("p50")))
-        for e in entries
-    ]  # fmt: skip
+    entries = summary.endpoints
+    shown = [METRIC[k] for k in ("n_out", "e2e_ms", "tpot_ms", "ttft_ms")]
+    rows = [(entry_label(e, entries), *(m.fmt(e.overall.stat(m.key, "p50")) for m in shown)) for e in entries]
     about = (
         "Each dot is one request. The slope is the time per output token; the height where it meets the "
         "left edge is the fixed cost (queueing, prefill, first token)."
     )
-    headers = ("", "tokens p50", "E2E p50 (ms)", "TPOT p50 (ms)", "TTFT p50 (ms)")
+    headers = ("", *(m.header("p50") for m in shown))
     return Figure("e2e-tokens", "E2E against output tokens", about, svg.render(chart), headers, rows)
 
 
@@ -131,8 +126,8 @@ def _sample(recs: list[RequestRecord], k: int, stall_ms: float) -> list[RequestR
     return stalled + rest[::step][:room]
 
 
-def timelines(g: Groups, summary: dict[str, Any]) -> Figure:
-    stall_ms = summary.get("stall_threshold_s", 1.0) * 1000.0
+def timelines(g: Groups, summary: Summary) -> Figure:
+    stall_ms = summary.stall_threshold_s * 1000.0
     per_group = max(4, 36 // max(1, len(g)))
     series, stalls, tips = [], [], []
     for label, recs in g.items():
@@ -148,11 +143,11 @@ def timelines(g: Groups, summary: dict[str, Any]) -> Figure:
         series.append(svg.Series(stall_label, stalls, kind="points", tips=tips, color=_STALL_COLOR))
     chart = svg.Chart("Token arrival per request", "time since the request was sent (ms)",
                       "tokens received", series)  # fmt: skip
-    entries = summary["endpoints"]
+    entries, gap = summary.endpoints, METRIC["inter_chunk_ms"]
     rows = [
-        (entry_label(e, entries), str(e["stalls"]["count"]), str(e["stalls"]["requests_with_stalls"]),
-         _num(e["stalls"]["total_s"], 1), _num(e["inter_chunk_ms"].get("p50"), 1),
-         _num(e["inter_chunk_ms"].get("p99"), 1), _num(e["inter_chunk_ms"].get("max")))
+        (entry_label(e, entries), str(e.overall.stalls.count), str(e.overall.stalls.requests_with_stalls),
+         num(e.overall.stalls.total_s, 1), gap.fmt(e.overall.stat(gap.key, "p50")),
+         gap.fmt(e.overall.stat(gap.key, "p99")), num(e.overall.stat(gap.key, "max")))  # whole ms
         for e in entries
     ]  # fmt: skip
     about = (
@@ -164,9 +159,7 @@ def timelines(g: Groups, summary: dict[str, Any]) -> Figure:
         "stalls",
         "requests stalled",
         "stalled (s)",
-        "gap p50 (ms)",
-        "gap p99 (ms)",
-        "gap max (ms)",
+        *(gap.header(s) for s in ("p50", "p99", "max")),
     )
     return Figure("timelines", "Token arrival per request", about, svg.render(chart), headers, rows)
 
@@ -183,11 +176,10 @@ def over_time(g: Groups, records: Sequence[RequestRecord]) -> Figure:
     )
     rows = []
     for d in analyze.drift(records):
-        ratio = d["ratio"]
+        ratio = "-" if d.ratio is None else f"{d.ratio:.2f}x"
         rows.append(
-            (f"{d['name']} {d['load']}", str(d["n"]), _num(d["first_half_p50_ms"]),
-             _num(d["second_half_p50_ms"]), "-" if ratio is None else f"{ratio:.2f}x")
-        )  # fmt: skip
+            (f"{d.name} {d.load}", str(d.n), num(d.first_half_p50_ms), num(d.second_half_p50_ms), ratio)
+        )
     about = (
         "Each dot is one request, at the time it was sent. A rising cloud means the endpoint slowed during "
         "the run (throttling, a queue filling); the table compares the first and second halves."
@@ -196,53 +188,52 @@ def over_time(g: Groups, records: Sequence[RequestRecord]) -> Figure:
     return Figure("drift", "Latency over the run", about, svg.render(chart), headers, rows)
 
 
-def sweep(summary: dict[str, Any]) -> Figure | None:
+def sweep(summary: Summary) -> Figure | None:
     """The throughput-latency curve: only when an endpoint ran at more than one load."""
-    entries = summary["endpoints"]
-    by_name: dict[str, list[dict[str, Any]]] = {}
+    entries = summary.endpoints
+    by_name: dict[str, list[EndpointStats]] = {}
     for e in entries:
-        by_name.setdefault(e["name"], []).append(e)
+        by_name.setdefault(e.name, []).append(e)
     if all(len(v) < 2 for v in by_name.values()):
         return None
     series = []
     for name, es in by_name.items():
-        pts = [(e["throughput"]["output_tokens_per_s"], e["e2e_ms"].get("p50")) for e in es]
+        pts = [(e.overall.throughput.output_tokens_per_s, e.overall.stat("e2e_ms", "p50")) for e in es]
         keep = [(x, y) for x, y in pts if x is not None and y is not None]
-        tips = [
-            f"{name} {e['load']}: {x:,.1f} tok/s, {y:,.0f} ms" for e, (x, y) in zip(es, keep, strict=False)
-        ]
+        tips = [f"{name} {e.load}: {x:,.1f} tok/s, {y:,.0f} ms" for e, (x, y) in zip(es, keep, strict=False)]
         series.append(svg.Series(name, keep, kind="line"))
         series.append(svg.Series(name, keep, kind="points", tips=tips))
     chart = svg.Chart("Throughput against latency", "output tokens per second (all requests)",
                       "E2E p50 (ms)", series)  # fmt: skip
+    ttft, e2e = METRIC["ttft_ms"], METRIC["e2e_ms"]
     rows = [
-        (e["name"], e["load"], _num(e["throughput"]["output_tokens_per_s"], 1),
-         _num(e["throughput"]["requests_per_s"], 2), _num(e["ttft_ms"].get("p50")),
-         _num(e["e2e_ms"].get("p50")), _num(e["e2e_ms"].get("p99")))
+        (e.name, e.load, num(e.overall.throughput.output_tokens_per_s, 1),
+         num(e.overall.throughput.requests_per_s, 2), ttft.fmt(e.overall.stat(ttft.key, "p50")),
+         e2e.fmt(e.overall.stat(e2e.key, "p50")), e2e.fmt(e.overall.stat(e2e.key, "p99")))
         for e in entries
     ]  # fmt: skip
     about = (
         "One point per load level. Moving right is more work done; moving up is each request waiting "
         "longer. Where the line turns upward the endpoint is saturated."
     )
-    headers = ("endpoint", "load", "tok/s", "req/s", "TTFT p50 (ms)", "E2E p50 (ms)", "E2E p99 (ms)")
+    headers = ("endpoint", "load", "tok/s", "req/s", ttft.header("p50"), e2e.header("p50"), e2e.header("p99"))
     return Figure("sweep", "Throughput against latency", about, svg.render(chart), headers, rows)
 
 
-def figures(summary: dict[str, Any], records: Sequence[RequestRecord]) -> list[Figure]:
+_DISTRIBUTIONS = {  # PLOTTED metric -> the figure's anchor, and how to read it
+    "ttft_ms": ("ttft", "Share of requests whose first token came within a given time: further left is "
+                "better; a long tail to the right is what users notice."),
+    "e2e_ms": ("e2e", "Share of requests finished within a given time, from sending to the stream's end."),
+    "output_tps": ("speed", "Tokens per second after the first chunk (1/TPOT): further right is better."),
+}  # fmt: skip
+
+
+def figures(summary: Summary, records: Sequence[RequestRecord]) -> list[Figure]:
     g = groups(records)
-    out = [
-        distribution("ttft", g, summary, "ttft_ms", lambda t: t.ttft, "Time to first token", "ms",
-                     "Share of requests whose first token came within a given time: further left is "
-                     "better; a long tail to the right is what users notice."),
-        distribution("e2e", g, summary, "e2e_ms", lambda t: t.e2e, "End-to-end time", "ms",
-                     "Share of requests finished within a given time, from sending to the stream's end."),
-        distribution("speed", g, summary, "output_tps", lambda t: 1000.0 / t.tpot if t.tpot else None,
-                     "Output speed", "tokens/s",
-                     "Tokens per second after the first chunk (1/TPOT): further right is better."),
-        e2e_vs_tokens(g, summary),
-        timelines(g, summary),
-        over_time(g, records),
-    ]  # fmt: skip
+    out = []
+    for m in PLOTTED:
+        key, about = _DISTRIBUTIONS[m.key]
+        out.append(distribution(key, g, summary, m, about))
+    out += [e2e_vs_tokens(g, summary), timelines(g, summary), over_time(g, records)]
     curve = sweep(summary)
     return [curve, *out] if curve else out

@@ -1,77 +1,61 @@
-"""The summary as a table for people (rich)."""
+"""The summary as a table for people (rich); its columns are the metric table's ``terminal`` and
+``by_class`` statistics."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-_COLUMNS = (
-    ("TTFB p50", "ttfb_ms", "p50", "{:.0f} ms"),
-    ("TTFT p50", "ttft_ms", "p50", "{:.0f} ms"),
-    ("TTFT p99", "ttft_ms", "p99", "{:.0f} ms"),
-    ("TPOT p50", "tpot_ms", "p50", "{:.1f} ms"),
-    ("speed p50", "output_tps", "p50", "{:.1f} tok/s"),
-    ("E2E p50", "e2e_ms", "p50", "{:.0f} ms"),
-    ("E2E p99", "e2e_ms", "p99", "{:.0f} ms"),
-)
+from lossless.analyze import METRICS, EndpointStats, GroupStats, Metric, Summary
+from lossless.analyze.metrics import SHOWN_RATIOS
+
+_COLUMNS = tuple((m, stat) for m in METRICS for stat in m.terminal)
+_CLASS_COLUMNS = tuple((m, stat) for m in METRICS for stat in m.by_class)
 
 
-def _cell(entry: dict[str, Any], metric: str, stat: str, fmt: str) -> str:
-    value = entry.get(metric, {}).get(stat)
-    return "-" if value is None else fmt.format(value)
+def _cell(g: GroupStats, m: Metric, stat: str) -> str:
+    value = g.stat(m.key, stat)
+    if value is not None and m.key == "output_tps" and set(g.n_out_sources) == {"chunks"}:
+        return f"{value:.{m.digits}f} chunk/s"  # no usage and no tokenizer: chunks, not tokens
+    return m.fmt(value, unit=True)
 
 
-_CLASS_COLUMNS = (
-    ("TTFT p50", "ttft_ms", "p50", "{:.0f} ms"),
-    ("TTFT p99", "ttft_ms", "p99", "{:.0f} ms"),
-    ("TPOT p50", "tpot_ms", "p50", "{:.1f} ms"),
-    ("E2E p50", "e2e_ms", "p50", "{:.0f} ms"),
-    ("E2E p99", "e2e_ms", "p99", "{:.0f} ms"),
-)
-_COMPARED_STATS = ("p50", "p99")  # summary.json also holds p90; the terminal keeps to the centre and tail
-
-
-def _classes(summary: dict[str, Any], console: Console) -> None:
+def _classes(summary: Summary, console: Console) -> None:
     """One compact row per prompt class, only when some endpoint saw more than one class."""
-    if all(len(e.get("classes", {})) < 2 for e in summary["endpoints"]):
+    if all(len(e.classes) < 2 for e in summary.endpoints):
         return
     table = Table(title="by prompt class", title_justify="left")
-    for header in ("endpoint", "load", "class", "ok", *(c[0] for c in _CLASS_COLUMNS)):
+    for header in ("endpoint", "load", "class", "ok", *(m.header(s, unit=False) for m, s in _CLASS_COLUMNS)):
         table.add_column(header, justify="left" if header in ("endpoint", "load", "class") else "right")
-    for e in summary["endpoints"]:
-        for cls, c in e.get("classes", {}).items():
-            row = (_cell(c, m, s, f) for _, m, s, f in _CLASS_COLUMNS)
-            table.add_row(e["name"], e["load"], cls, str(c["requests"]["ok"]), *row)
+    for e in summary.endpoints:
+        for cls, c in e.classes.items():
+            row = (_cell(c, m, s) for m, s in _CLASS_COLUMNS)
+            table.add_row(e.name, e.load, cls, str(c.requests.ok), *row)
     console.print(table)
 
 
-def _notes(e: dict[str, Any]) -> list[str]:
-    notes = []
-    if e.get("speculative"):
-        sp = e["speculative"]
-        length = sp.get("mean_accepted_length")
-        notes.append(
-            f"acceptance {sp['acceptance_rate']:.1%}"
-            + (f", mean accepted length {length:.2f}" if length else "")
-        )
-    if e["throughput"].get("goodput_requests_per_s") is not None:
-        notes.append(f"goodput {e['throughput']['goodput_requests_per_s']:.2f} req/s")
-    if e.get("cost_per_ok_request_usd") is not None:
-        notes.append(f"${e['cost_per_ok_request_usd']:.6f} per successful request")
-    if e["stalls"]["count"]:
-        notes.append(f"{e['stalls']['count']} stalls")
-    chunks = e.get("n_out_sources", {}).get("chunks", 0)
-    if chunks:
+def _notes(e: EndpointStats) -> list[str]:
+    notes, g = [], e.overall
+    if sp := e.speculative:
+        length = sp.mean_accepted_length
+        tail = f", mean accepted length {length:.2f}" if length else ""
+        notes.append(f"acceptance {sp.acceptance_rate:.1%}{tail}")
+    if g.throughput.goodput_requests_per_s is not None:
+        notes.append(f"goodput {g.throughput.goodput_requests_per_s:.2f} req/s")
+    if g.cost_per_ok_request_usd is not None:
+        notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
+    if g.stalls.count:
+        notes.append(f"{g.stalls.count} stalls")
+    if chunks := g.n_out_sources.get("chunks", 0):
         notes.append(
             f"{chunks} requests counted in chunks, not tokens (no usage from the server and no tokenizer "
             "found: --tokenizer, or tokenizer = ... in the endpoint file, counts tokens), so their TPOT is "
             "time per chunk and their speed chunks/s"
         )
-    uncounted = e.get("n_out_sources", {}).get("none", 0)
-    if uncounted:
+    if uncounted := g.n_out_sources.get("none", 0):
         notes.append(
             f"output tokens unknown for {uncounted} requests (no usage from the server; --tokenizer counts "
             "the text), so no TPOT or output speed for them"
@@ -79,54 +63,44 @@ def _notes(e: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _served_by(e: dict[str, Any]) -> str | None:
+def _served_by(g: GroupStats) -> str | None:
     """ "served by: model M; system_fingerprint F; server S", with counts where there are several."""
 
-    def values(counts: dict[str, int]) -> str:
+    def values(counts: Mapping[str, int]) -> str:
         if len(counts) == 1:
             return next(iter(counts))
         return ", ".join(f"{v} ({n})" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
-    who = e.get("served_by") or {}
-    parts = [f"{key} {values(who[key])}" for key in ("model", "system_fingerprint") if who.get(key)]
-    parts += [f"{name} {values(c)}" for name, c in (who.get("headers") or {}).items() if c]
+    who = g.served_by
+    found = [("model", who.model), ("system_fingerprint", who.system_fingerprint), *who.headers.items()]
+    parts = [f"{key} {values(counts)}" for key, counts in found if counts]
     return "served by: " + "; ".join(parts) if parts else None
 
 
-def _speed_cell(e: dict[str, Any]) -> str:
-    value = e.get("output_tps", {}).get("p50")
-    if value is None:
-        return "-"
-    chunks_only = set(e.get("n_out_sources") or {}) == {"chunks"}
-    return f"{value:.1f} chunk/s" if chunks_only else f"{value:.1f} tok/s"
-
-
-def render(summary: dict[str, Any], console: Console) -> None:
+def render(summary: Summary, console: Console) -> None:
     table = Table(title="lossless bench", title_justify="left")
-    for header in ("endpoint", "load", "ok/failed", *(c[0] for c in _COLUMNS), "tok/s total", "errors"):
+    columns = (m.header(s, unit=False) for m, s in _COLUMNS)
+    headers = ("endpoint", "load", "ok/failed", *columns, "tok/s total", "errors")
+    for header in headers:
         table.add_column(header, justify="left" if header in ("endpoint", "load", "errors") else "right")
-    for e in summary["endpoints"]:
-        req = e["requests"]
-        errors = ", ".join(f"{k}:{v}" for k, v in req["errors"].items()) or "-"
-        tput = e["throughput"]["output_tokens_per_s"]
+    for e in summary.endpoints:
+        req = e.overall.requests
+        errors = ", ".join(f"{k}:{v}" for k, v in req.errors.items()) or "-"
+        tput = e.overall.throughput.output_tokens_per_s
         table.add_row(
-            e["name"],
-            e["load"],
-            f"{req['ok']}/{req['failed']}",
-            *(_speed_cell(e) if m == "output_tps" else _cell(e, m, s, f) for _, m, s, f in _COLUMNS),
-            "-" if tput is None else f"{tput:.1f}",
-            errors,
-        )
+            e.name, e.load, f"{req.ok}/{req.failed}", *(_cell(e.overall, m, s) for m, s in _COLUMNS),
+            "-" if tput is None else f"{tput:.1f}", errors,
+        )  # fmt: skip
     console.print(table)
     _classes(summary, console)
-    for e in summary["endpoints"]:
+    for e in summary.endpoints:
         notes = _notes(e)
         if notes:
-            console.print(escape(f"{e['name']} [{e['load']}]: " + "; ".join(notes)))
-        if who := _served_by(e):
-            console.print(escape(f"{e['name']} [{e['load']}]: {who}"))
-    for c in summary["comparisons"]:
-        if c.get("stat", "p50") in _COMPARED_STATS:
-            console.print(escape(f"[{c['load']}] {c['text']}"))  # "[c=1]" is not a style
-    if summary.get("interrupted"):
+            console.print(escape(f"{e.name} [{e.load}]: " + "; ".join(notes)))
+        if who := _served_by(e.overall):
+            console.print(escape(f"{e.name} [{e.load}]: {who}"))
+    for c in summary.comparisons:
+        if c.stat in SHOWN_RATIOS:
+            console.print(escape(f"[{c.load}] {c.text}"))  # "[c=1]" is not a style
+    if summary.interrupted:
         console.print("[bold]interrupted[/bold]: results cover the requests that finished")

@@ -29,8 +29,8 @@ from lossless.server import prompts, protocol, responses
 from lossless.server.bodies import Head
 from lossless.server.limits import DEFAULT_LIMITS, BodyGuard, Limits
 from lossless.server.metrics import CONTENT_TYPE, ServerMetrics
-from lossless.server.protocol import ApiRequest, Endpoint, InvalidRequest
-from lossless.server.worker import Failed, Job, QueueFull, ShuttingDown, Worker
+from lossless.server.protocol import Api, ApiRequest, InvalidRequest
+from lossless.server.worker import EngineJob, Failed, QueueFull, ShuttingDown, Worker
 
 _ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
 MAX_REQUEST_ID = 200  # longer client ids are replaced, not echoed
@@ -160,24 +160,26 @@ async def completions(request: Request) -> Response:
     return await _generate(request, "completions")
 
 
-async def _generate(request: Request, endpoint: Endpoint) -> Response:
+async def _generate(request: Request, api: Api) -> Response:
     served = _served(request)
     raw = await request.body()  # BodyGuard has read it within the limits: this returns at once
     if len(raw) > served.limits.parse_in_thread_bytes:  # json.loads: up to ~50 ms a MiB
-        req = await asyncio.to_thread(_parse, endpoint, raw, served)
+        req = await asyncio.to_thread(_parse, api, raw, served)
     else:
-        req = _parse(endpoint, raw, served)
+        req = _parse(api, raw, served)
     del raw
     prompt = await prompts.tokenize(served.engine, req, served.token_bytes)
     params = prompts.fit_context(req, prompt, served.engine.max_context)
     echo_scores = req.echo and req.logprobs is not None
-    job = Job(prompt.ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None)
+    job = EngineJob(
+        prompt.ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None
+    )
     served.worker.submit(job)
 
     def withdraw() -> None:
         served.worker.withdraw(job)
 
-    prefix = "chatcmpl-" if endpoint == "chat" else "cmpl-"
+    prefix = "chatcmpl-" if api == "chat" else "cmpl-"
     head = Head(prefix + uuid.uuid4().hex, served.name, int(time.time()), served.fingerprint)
     headers = {"x-lossless-ignored-params": protocol.ignored_header(req.ignored)}
     if not req.stream:
@@ -191,10 +193,10 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     return responses.SSEResponse(responses.stream(req, job, head, prompt.text), withdraw, headers)
 
 
-def _parse(endpoint: Endpoint, raw: bytes, served: Served) -> ApiRequest:
+def _parse(api: Api, raw: bytes, served: Served) -> ApiRequest:
     context = served.engine.max_context
     body = protocol.parse_json(raw, protocol.max_json_values(context))
-    return protocol.parse(endpoint, body, served.name, served.aliases, context)
+    return protocol.parse(api, body, served.name, served.aliases, context)
 
 
 # --- the rest ---------------------------------------------------------------------------------------

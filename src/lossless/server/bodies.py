@@ -44,6 +44,16 @@ class Head:
     created: int
     fingerprint: str  # system_fingerprint: what serves (version, weights' dtype, drafter), see app.py
 
+    def fields(self, kind: str) -> dict[str, Any]:
+        """The fields a body of ``object`` type ``kind`` starts with, in OpenAI's order."""
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": self.fingerprint,
+        }
+
 
 # --- chat -------------------------------------------------------------------------------------------
 
@@ -62,11 +72,7 @@ def chat_completion(
     head: Head, text: str, finish_reason: str | None, usage: Usage, logprobs: list[dict[str, Any]] | None
 ) -> dict[str, Any]:
     return {
-        "id": head.id,
-        "object": "chat.completion",
-        "created": head.created,
-        "model": head.model,
-        "system_fingerprint": head.fingerprint,
+        **head.fields("chat.completion"),
         "choices": [
             {
                 "index": 0,
@@ -88,11 +94,7 @@ def chat_chunk(
     with_usage: bool = False,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "id": head.id,
-        "object": "chat.completion.chunk",
-        "created": head.created,
-        "model": head.model,
-        "system_fingerprint": head.fingerprint,
+        **head.fields("chat.completion.chunk"),
         "choices": [
             {
                 "index": 0,
@@ -109,11 +111,7 @@ def chat_chunk(
 
 def usage_chunk(head: Head, usage: Usage, *, chat: bool) -> dict[str, Any]:
     return {
-        "id": head.id,
-        "object": "chat.completion.chunk" if chat else "text_completion",
-        "created": head.created,
-        "model": head.model,
-        "system_fingerprint": head.fingerprint,
+        **head.fields("chat.completion.chunk" if chat else "text_completion"),
         "choices": [],
         "usage": usage.body(),
     }
@@ -182,11 +180,7 @@ def completion(
     head: Head, text: str, finish_reason: str | None, usage: Usage, logprobs: LegacyLogprobs | None
 ) -> dict[str, Any]:
     return {
-        "id": head.id,
-        "object": "text_completion",
-        "created": head.created,
-        "model": head.model,
-        "system_fingerprint": head.fingerprint,
+        **head.fields("text_completion"),
         "choices": [
             {
                 "index": 0,
@@ -208,11 +202,7 @@ def completion_chunk(
     with_usage: bool = False,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "id": head.id,
-        "object": "text_completion",
-        "created": head.created,
-        "model": head.model,
-        "system_fingerprint": head.fingerprint,
+        **head.fields("text_completion"),
         "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}],
     }
     if with_usage:

@@ -35,9 +35,10 @@ def start_embedded(
     """Yield the base URL (``http://127.0.0.1:PORT/v1``) once ``/health`` answers.
 
     ``loaded`` reuses a model already in memory (tests, or a command serving twice), decoding as
-    ``config.speculative`` says (see ``decoding_as``); otherwise the model of ``config`` is loaded
-    here, in the calling thread, so a loading error surfaces as itself. ``limits`` bound what one
-    request may cost (tests pass short time limits).
+    ``config.speculative`` says (see ``decoding_as``: the two servers share one engine, which lets one
+    generation run at a time); otherwise the model of ``config`` is loaded here, in the calling thread,
+    so a loading error surfaces as itself (``load_model`` resolves a ``config.dtype`` of "auto").
+    ``limits`` bound what one request may cost (tests pass short time limits).
     """
     # a model loaded for another server decodes as *this* config says (plain or speculative)
     loaded = decoding_as(loaded, config) if loaded else load_model(config)

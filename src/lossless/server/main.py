@@ -6,13 +6,13 @@ import asyncio
 import math
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import uvicorn
 
 from lossless import models
-from lossless.config import ServeConfig
+from lossless.config import ServeConfig, parse_drafter_spec, resolve_dtype
 from lossless.engine.engine import Engine
 from lossless.errors import UsageError
 from lossless.server.app import RequestContext, create_app
@@ -32,15 +32,15 @@ class LoadedModel:
 def load_model(config: ServeConfig) -> LoadedModel:
     """The engine plus its names. Loaded by an embedded name (or by default), the model is served under
     that name; loaded from a path, under the engine's name. Either way requests may also call it by the
-    checkpoint's file name or stem, or by whatever ``--model`` said."""
+    checkpoint's file name or stem, or by whatever ``--model`` said. A ``config.dtype`` of "auto" is
+    resolved here (`resolve_dtype`): the engine, and whatever reads its dtype, sees the real one."""
     path = models.resolve(config.model)
     if config.threads:
         import torch
 
         torch.set_num_threads(config.threads)
-    engine = Engine.load(path, dtype=config.dtype, max_context=config.max_context)
-    from lossless.engine.drafts import parse_drafter_spec  # imports torch: only when serving
-
+    dtype, _ = resolve_dtype(config.dtype)
+    engine = Engine.load(path, dtype=dtype, max_context=config.max_context)
     spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
     engine.use_drafter(spec)
     requested = config.model or models.DEFAULT_MODEL
@@ -52,21 +52,16 @@ def load_model(config: ServeConfig) -> LoadedModel:
 def decoding_as(loaded: LoadedModel, config: ServeConfig) -> LoadedModel:
     """``loaded`` decoding as ``config`` says (its drafter), sharing the weights: one copy in memory.
 
-    The drafter lives on the engine, so a second mode needs a second engine; a shallow copy shares the
-    weights *and the KV cache*, so the two may serve one request at a time between them, never two at
-    once (verify and demo send their requests serially for this reason).
+    The drafter lives on the engine, so a second mode needs a second engine (`Engine.with_drafter`). It
+    shares the weights *and the KV cache*, and the lock that guards them: two servers on one engine take
+    turns request by request, and can never interleave two generations. ``config.dtype`` plays no part:
+    the weights are loaded already.
     """
-    import copy
-
-    from lossless.engine.drafts import parse_drafter_spec
-
     spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
     current = getattr(loaded.engine, "spec", None) or parse_drafter_spec("none")
     if current == spec:
         return loaded
-    engine = copy.copy(loaded.engine)
-    engine.use_drafter(spec)
-    return LoadedModel(engine, loaded.name, loaded.aliases)
+    return LoadedModel(loaded.engine.with_drafter(spec), loaded.name, loaded.aliases)
 
 
 def _embedded_names(path: Path) -> list[str]:
@@ -130,24 +125,28 @@ def uvicorn_server(app: RequestContext, limits: Limits = DEFAULT_LIMITS) -> uvic
 
 
 def serve(config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> None:
+    dtype, reason = resolve_dtype(config.dtype)
+    config = replace(config, dtype=dtype)
     loaded = load_model(config)
     sock = bind(config.host, config.port)
     server = uvicorn_server(build_app(loaded, config, limits), limits)
     line = f"lossless: serving {loaded.name} at {url_of(sock, config.host)}/v1"
     if config.host in _EVERYWHERE:
         line += f" (listening on all interfaces, {config.host})"
+    # the URL line comes first (scripts read it), the weights' dtype and why just after it
+    lines = [line, f"lossless: {reason}"]
     try:
-        asyncio.run(_serve_and_announce(server, sock, line))
+        asyncio.run(_serve_and_announce(server, sock, lines))
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; for a server that is the end
         print("lossless: stopped", file=sys.stderr)
     finally:
         sock.close()
 
 
-async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, line: str) -> None:
+async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, lines: list[str]) -> None:
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
-        print(line, file=sys.stderr, flush=True)
+        print("\n".join(lines), file=sys.stderr, flush=True)
     await task

@@ -43,7 +43,7 @@ def prompt_chars(req: ApiRequest) -> int:
 
 
 def _tokenize(engine: Engine, req: ApiRequest, token_bytes: int) -> Prompt:
-    if req.endpoint == "chat":
+    if req.api == "chat":
         try:
             text = engine.tokenizer.apply_chat_template([dict(m) for m in req.messages])
         except Exception as exc:  # a template may raise anything (jinja's TemplateError, our UsageError)
@@ -76,7 +76,7 @@ def _encode(engine: Engine, text: str, token_bytes: int, *, add_special: bool, p
 
 def fit_context(req: ApiRequest, prompt: Prompt, max_context: int) -> SamplingParams:
     """The request's sampling parameters with max_tokens clamped to the room the prompt leaves."""
-    param = "messages" if req.endpoint == "chat" else "prompt"
+    param = "messages" if req.api == "chat" else "prompt"
     if not prompt.ids:
         raise InvalidRequest("the prompt is empty", param=param)
     room = max_context - len(prompt.ids)

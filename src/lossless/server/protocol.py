@@ -32,7 +32,7 @@ from typing import Any, Literal
 from lossless.engine.sampling import SamplingParams
 from lossless.errors import UsageError
 
-Endpoint = Literal["chat", "completions"]
+Api = Literal["chat", "completions"]  # which OpenAI API a request came in on
 MAX_TOP_LOGPROBS = 20
 MAX_STOP_SEQUENCES = 16
 MIN_JSON_VALUES = 2**16  # a body may hold this many JSON values, or 2 per context token if more
@@ -54,7 +54,7 @@ _COMMON = {
     "max_tokens",
     "logprobs",
 }
-HONOURED: dict[Endpoint, frozenset[str]] = {
+HONOURED: dict[Api, frozenset[str]] = {
     "chat": frozenset(_COMMON | {"messages", "max_completion_tokens", "top_logprobs"}),
     "completions": frozenset(_COMMON | {"prompt", "echo"}),
 }
@@ -80,7 +80,7 @@ class InvalidRequest(UsageError):
 
 @dataclass(frozen=True)
 class ApiRequest:
-    endpoint: Endpoint
+    api: Api
     model: str  # the served name, whatever alias the client used
     params: SamplingParams  # max_tokens not yet clamped to the context
     max_tokens: int | None  # as asked; None -> the rest of the context
@@ -123,7 +123,7 @@ def parse_json(raw: bytes, max_values: int = MIN_JSON_VALUES) -> dict[str, Any]:
 
 
 def parse(
-    endpoint: Endpoint,
+    api: Api,
     body: dict[str, Any],
     model: str,
     aliases: frozenset[str],
@@ -138,8 +138,8 @@ def parse(
         raise InvalidRequest("n > 1 is not supported", param="n", code="unsupported_parameter")
     stream = _bool(body, "stream", False)
     include_usage = _include_usage(body)
-    logprobs = _chat_logprobs(body) if endpoint == "chat" else _legacy_logprobs(body)
-    max_tokens = _max_tokens(endpoint, body)
+    logprobs = _chat_logprobs(body) if api == "chat" else _legacy_logprobs(body)
+    max_tokens = _max_tokens(api, body)
     params = SamplingParams(
         max_tokens=max_tokens if max_tokens is not None else 0,
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
@@ -151,16 +151,16 @@ def parse(
         top_logprobs=logprobs or 0,
     )
     base = ApiRequest(
-        endpoint=endpoint,
+        api=api,
         model=model,
         params=params,
         max_tokens=max_tokens,
         stream=stream,
         include_usage=include_usage,
         logprobs=logprobs,
-        ignored=tuple(sorted(k for k in body if k not in HONOURED[endpoint])),
+        ignored=tuple(sorted(k for k in body if k not in HONOURED[api])),
     )
-    if endpoint == "chat":
+    if api == "chat":
         return replace(base, messages=_messages(body))
     return replace(base, prompt=_prompt(body, max_context), echo=_bool(body, "echo", False))
 
@@ -281,14 +281,14 @@ def _seed(body: dict[str, Any]) -> int | None:
     return _int(body, "seed", *_SEED_RANGE)
 
 
-def _max_tokens(endpoint: Endpoint, body: dict[str, Any]) -> int | None:
+def _max_tokens(api: Api, body: dict[str, Any]) -> int | None:
     # Chat completions need at least one token; legacy completions allow 0 (echo-only scoring).
-    low = 1 if endpoint == "chat" else 0
-    newer = _int(body, "max_completion_tokens", low) if endpoint == "chat" else None
+    low = 1 if api == "chat" else 0
+    newer = _int(body, "max_completion_tokens", low) if api == "chat" else None
     older = _int(body, "max_tokens", low)
     if newer is not None:
         return newer
-    if older is None and endpoint == "completions":
+    if older is None and api == "completions":
         return 16  # the legacy API's documented default
     return older
 

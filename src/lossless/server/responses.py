@@ -19,7 +19,7 @@ from lossless.engine.engine import Delta
 from lossless.server import bodies
 from lossless.server.bodies import Head, LegacyLogprobs, Usage
 from lossless.server.protocol import ApiRequest
-from lossless.server.worker import Event, Failed, Finished, Job, Scored, Started
+from lossless.server.worker import EngineJob, Event, Failed, Finished, Scored, Started
 
 
 def server_timing(queue_s: float | None, finished: Finished | None = None) -> str:
@@ -52,7 +52,9 @@ async def watch_disconnect(receive: Receive, cancel: Callable[[], None]) -> None
     cancel()
 
 
-async def until_started(job: Job, receive: Receive, withdraw: Callable[[], None]) -> Started | Failed | None:
+async def until_started(
+    job: EngineJob, receive: Receive, withdraw: Callable[[], None]
+) -> Started | Failed | None:
     """Wait for the worker to pick ``job`` up; None if the client left meanwhile (``withdraw`` has freed
     its place in the queue), ``Failed`` if the server is shutting down."""
     watcher = asyncio.ensure_future(watch_disconnect(receive, withdraw))
@@ -91,7 +93,7 @@ class Collected:
             self.deltas.append(event)
             self.text.append(event.text)
             if self.req.logprobs is not None:
-                if self.req.endpoint == "chat":
+                if self.req.api == "chat":
                     self.chat_logprobs.extend(bodies.chat_logprobs(event.logprobs))
                 else:
                     self.legacy.add_generated(event.logprobs)
@@ -115,7 +117,7 @@ def failure_event(failed: Failed) -> bytes:
 
 async def complete(
     req: ApiRequest,
-    job: Job,
+    job: EngineJob,
     head: Head,
     prompt_text: str,
     receive: Receive,
@@ -139,7 +141,7 @@ async def complete(
         return failure_response(got.failed or Failed("generation failed"), headers)
     finish = _finish_reason(got.finished)
     usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
-    if req.endpoint == "chat":
+    if req.api == "chat":
         logprobs = got.chat_logprobs if req.logprobs is not None else None
         body = bodies.chat_completion(head, "".join(got.text), finish, usage, logprobs)
     else:
@@ -153,12 +155,12 @@ def _finish_reason(finished: Finished) -> str:
     return "stop" if finished.finish_reason == "cancelled" else finished.finish_reason
 
 
-async def stream(req: ApiRequest, job: Job, head: Head, prompt_text: str) -> AsyncIterator[bytes]:
+async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) -> AsyncIterator[bytes]:
     """SSE chunks after ``Started``: role (chat) or echo (completions) first, a chunk per delta, then
     the usage-only chunk when asked, then ``[DONE]``. A generation that fails (an engine error, or cut
     by shutdown) ends with an error event and then ``[DONE]``: a client's parser sees an end, not a cut."""
     got = Collected(req, prompt_text)
-    chat, usage_field = req.endpoint == "chat", req.include_usage
+    chat, usage_field = req.api == "chat", req.include_usage
     if chat:
         yield bodies.sse(
             bodies.chat_chunk(head, {"role": "assistant", "content": ""}, with_usage=usage_field)
@@ -203,7 +205,7 @@ def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any]:
     req, finish = got.req, delta.finish_reason
     if finish == "cancelled":  # its client is gone, or shutdown cut it and an error event follows
         finish = None
-    if req.endpoint == "chat":
+    if req.api == "chat":
         logprobs = bodies.chat_logprobs(delta.logprobs) if req.logprobs is not None else None
         content = {"content": delta.text} if delta.text or finish is None else {}
         return bodies.chat_chunk(

@@ -1,9 +1,10 @@
-"""One thread owns the engine (it is not thread-safe); requests wait for it in a bounded FIFO queue.
+"""One thread per server runs the engine's work; requests wait for it in a bounded FIFO queue. (Two
+servers on one engine - verify's and demo's plain and speculative ones - take turns on its lock.)
 
-The event loop never waits on the engine: each ``Job`` carries its loop and an ``asyncio.Queue``, and the
-worker hands every event over with ``loop.call_soon_threadsafe``. Every job's events end with exactly
-one ``Finished`` or ``Failed``, even a job cancelled while it was still queued, so a handler waiting on
-its queue always wakes up.
+The event loop never waits on the engine: each ``EngineJob`` (one request's work for the engine thread)
+carries its loop and an ``asyncio.Queue``, and the worker hands every event over with
+``loop.call_soon_threadsafe``. Every job's events end with exactly one ``Finished`` or ``Failed``, even a
+job cancelled while it was still queued, so a handler waiting on its queue always wakes up.
 
 A job whose client leaves while it waits is taken out of the queue at once (``withdraw``): its slot is
 free for the next client. On shutdown (``begin_shutdown``) the waiting jobs fail with a 503 at once, the
@@ -70,7 +71,7 @@ Event = Started | Scored | Delta | Finished | Failed
 
 
 @dataclass(eq=False)  # identity: withdraw() finds a job in the queue by it
-class Job:
+class EngineJob:
     prompt_ids: list[int]
     params: SamplingParams
     loop: asyncio.AbstractEventLoop
@@ -98,14 +99,14 @@ class Worker:
         self.max_queue = max_queue
         # A deque under a condition, not a queue.Queue: a job whose client left must be taken out of the
         # middle at once, or it would hold a slot (and a 429 for someone else) until its turn came.
-        self._waiting: deque[Job] = deque()
+        self._waiting: deque[EngineJob] = deque()
         self._changed = threading.Condition()
         self._accepting = True  # False once shutdown began: submit() raises ShuttingDown
         self._closed = False  # the thread ends once the queue is empty
         self._cut = False  # the running job was cut short by shutdown: it fails rather than finishes
         self._cut_timer: threading.Timer | None = None
         self._thread: threading.Thread | None = None
-        self._current: Job | None = None
+        self._current: EngineJob | None = None
         self._service_s = 1.0  # moving average of a job's time on the engine, for Retry-After
 
     def start(self) -> None:
@@ -151,7 +152,7 @@ class Worker:
         with self._changed:
             return len(self._waiting)
 
-    def submit(self, job: Job) -> None:
+    def submit(self, job: EngineJob) -> None:
         with self._changed:
             if not self._accepting:
                 raise ShuttingDown(SHUTTING_DOWN)
@@ -162,7 +163,7 @@ class Worker:
             self._changed.notify()
         self.metrics.prompt_tokens.inc(len(job.prompt_ids))
 
-    def withdraw(self, job: Job) -> None:
+    def withdraw(self, job: EngineJob) -> None:
         """The client left: cancel ``job``; if it is still waiting, free its slot and end it now."""
         job.cancel.set()
         with self._changed:
@@ -173,7 +174,7 @@ class Worker:
         self.metrics.cancelled.inc()
         job.emit(Finished("cancelled", 0, None, 0.0))
 
-    def _next_job(self) -> Job | None:
+    def _next_job(self) -> EngineJob | None:
         with self._changed:
             while not self._waiting and not self._closed:
                 self._changed.wait()
@@ -193,7 +194,7 @@ class Worker:
                 self._current = None
                 self._service_s = 0.8 * self._service_s + 0.2 * (self.clock() - start)
 
-    def _run_job(self, job: Job) -> None:
+    def _run_job(self, job: EngineJob) -> None:
         queue_s = self.clock() - job.admitted
         self.metrics.queue_wait.observe(queue_s)
         if job.cancel.is_set():  # the client left (or shutdown began) as the job was picked up
@@ -211,7 +212,7 @@ class Worker:
             return
         self._generate(job)
 
-    def _generate(self, job: Job) -> None:
+    def _generate(self, job: EngineJob) -> None:
         start = last = self.clock()
         first: float | None = None
         tokens, finish = 0, "length"

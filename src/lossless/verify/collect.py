@@ -14,8 +14,8 @@ from importlib import resources
 from itertools import repeat
 from typing import Any
 
+from lossless.client.wire import Reply, Wire
 from lossless.errors import EndpointError
-from lossless.probe.wire import Reply, Wire
 from lossless.verify.stats import TAIL, Alternatives, Sample, token_rank
 
 # Openers that leave many continuations open (the distribution, not one answer, is what is compared).
@@ -104,7 +104,7 @@ class Caller:
             tokens = {"logprobs": 1}
         return await self.post({**body, **tokens} if logprobs and self.tokens else body, path)
 
-    async def score(self, prefix: str, text: str) -> Scored | None:
+    async def score(self, prefix: str, text: str) -> TextScore | None:
         """``text`` after ``prefix``, teacher-forced by echo; None if it cannot be scored. One token is
         generated and dropped: servers disagree on ``max_tokens: 0`` (llama.cpp reads it as no limit)."""
         if self.scoring is None or not text:
@@ -115,7 +115,7 @@ class Caller:
         reply = await self.post(body, "/completions")
         lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
         if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list):
-            return _scored(lp, len(prefix), len(full), top)
+            return _text_score(lp, len(prefix), len(full), top)
         return None
 
     async def next_token(self, prefix: str, first: str = "") -> Alternatives | None:
@@ -149,13 +149,13 @@ SCORING = (20, 5)
 
 
 @dataclass(frozen=True)
-class Scored:
+class TextScore:
     mean: float  # mean log-probability per token
     rank: float | None  # mean mid-PIT of the tokens (stats.token_rank); None without alternatives
     tail: float | None  # share of tokens with a mid-PIT of stats.TAIL or more
 
 
-def _scored(lp: dict[str, Any], start: int, end: int, top: int) -> Scored | None:
+def _text_score(lp: dict[str, Any], start: int, end: int, top: int) -> TextScore | None:
     """The text's tokens: those whose offset falls in [start, end) (the prompt's are not scored)."""
     tops = lp.get("top_logprobs") if top else None
     rows = list(zip(lp["token_logprobs"], lp.get("text_offset") or [], tops or repeat(None), strict=False))
@@ -164,9 +164,9 @@ def _scored(lp: dict[str, Any], start: int, end: int, top: int) -> Scored | None
         return None
     mean = sum(v for v, _ in picked) / len(picked)
     if not all(isinstance(alts, dict) and alts for _, alts in picked):
-        return Scored(mean, None, None)
+        return TextScore(mean, None, None)
     ranks = [token_rank(v, list(alts.values())) for v, alts in picked]
-    return Scored(mean, sum(ranks) / len(ranks), sum(r >= TAIL for r in ranks) / len(ranks))
+    return TextScore(mean, sum(ranks) / len(ranks), sum(r >= TAIL for r in ranks) / len(ranks))
 
 
 def logprobs_of(reply: Reply) -> tuple[float, ...] | None:

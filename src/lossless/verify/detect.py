@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lossless.client.wire import Reply
 from lossless.endpoints import public_url
 from lossless.errors import EndpointError
-from lossless.probe.wire import Reply
 from lossless.verify.collect import SCORING, Caller, logprobs_of
 
 # The model's own distribution: no truncation, no penalty. Standard top_p, and the extensions that

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lossless.client.wire import Wire
 from lossless.endpoints import Endpoint
-from lossless.probe.wire import Wire
 from lossless.verify import collect
 from lossless.verify.collect import Caller, Drawn, Greedy
 from lossless.verify.decide import Agreement
@@ -24,7 +24,7 @@ from lossless.verify.detect import NEUTRAL, Capabilities, detect
 from lossless.verify.stats import Alternatives, Context, Sample, repeated
 
 if TYPE_CHECKING:
-    from lossless.verify.stage import VerifyConfig
+    from lossless.verify.result import VerifyConfig
 
 SEED_STRIDE = 1_000_000  # seeds of the four sample sets never overlap
 # Texts per prompt scored by both endpoints: different weights or kernels shift every text's score,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lossless.endpoints import Endpoint
 from lossless.verify.collect import Greedy
 from lossless.verify.decide import decide
 from lossless.verify.evidence import Evidence, with_repeats
+from lossless.verify.result import VerifyConfig, VerifyResult
 from lossless.verify.stats import (
     EFFECTS,
     compare,
@@ -18,13 +19,8 @@ from lossless.verify.stats import (
     score_se,
 )
 
-if TYPE_CHECKING:
-    from lossless.verify.stage import VerifyConfig, VerifyResult
-
 
 def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evidence) -> VerifyResult:
-    from lossless.verify.stage import VerifyResult
-
     x1, x2, y, y2 = ev.sets
     pooled = [a + b for a, b in zip(x1, x2, strict=True)]
     b, c = config.budget, config.criteria

@@ -17,6 +17,9 @@ k = 1..K with only the Markov term depending on the token just drafted, and stop
 the running product of confidences falls below a threshold - a rule that looks at x_<k only
 (non-anticipating, as `engine.drafts` requires). Tokens outside V' get q = 0: rejection sampling
 treats that exactly like any other draft distribution.
+
+This module is the head's serving half (the network, its files, the drafter); `lossless.draft` trains
+it and writes it with `save_head`.
 """
 
 from __future__ import annotations
@@ -28,23 +31,22 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lossless.atomic import atomic_path, write_atomic
 from lossless.engine.model import RMSNorm
 from lossless.engine.sampling import SamplingParams, sample, warp
-from lossless.engine.speculative import Draft, one_hot_q
+from lossless.engine.speculative import Draft, Drafter, Rng, one_hot_q
 from lossless.errors import CheckpointError
-
-if TYPE_CHECKING:
-    from lossless.engine.drafts import NgramDrafter
 
 WEIGHTS = "head.safetensors"
 CONFIG = "head.json"
-SHIPPED = Path(__file__).parent / "smollm2-135m"  # trained by `lossless draft train`, recipe and log beside
+# the head shipped for the embedded model, trained by `lossless draft train` (lossless.draft, which
+# imports this module): its recipe and training log lie beside the weights
+SHIPPED = Path(__file__).parents[1] / "draft" / "smollm2-135m"
 ROOT_DRAWS = 3  # sampled trees: draws (without replacement) for the first position
 CHILD_DRAWS = 1  # ... and after each drafted node
 BRANCH = 4  # children per tree node at most (held out, the target's argmax is in the head's top 4 58%)
@@ -132,11 +134,10 @@ def save_head(head: DSparkHead, folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in head.state_dict().items()}
     tensors["vocab"] = head.vocab.to(torch.int32)
-    tmp = folder / (WEIGHTS + ".tmp")
-    save_file(tensors, str(tmp))
-    tmp.replace(folder / WEIGHTS)
+    with atomic_path(folder / WEIGHTS) as tmp:
+        save_file(tensors, str(tmp))
     digest = hashlib.sha256((folder / WEIGHTS).read_bytes()).hexdigest()
-    (folder / CONFIG).write_text(json.dumps({**asdict(head.config), "sha256": digest}, indent=2) + "\n")
+    write_atomic(folder / CONFIG, json.dumps({**asdict(head.config), "sha256": digest}, indent=2) + "\n")
     return digest
 
 
@@ -193,7 +194,7 @@ class HeadDrafter:
     """
 
     def __init__(
-        self, head: DSparkHead, threshold: float, lookup: NgramDrafter | None = None, tree: int = 0
+        self, head: DSparkHead, threshold: float, lookup: Drafter | None = None, tree: int = 0
     ) -> None:
         self.head, self.threshold, self.lookup, self.tree = head, threshold, lookup, tree
         self.window: Tensor  # the target's last W hidden states, in the head's dtype
@@ -214,12 +215,7 @@ class HeadDrafter:
             self.lookup.begin(prompt_ids)
 
     def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-        hidden: Tensor | None,
+        self, context: Sequence[int], k: int, params: SamplingParams, generator: Rng, hidden: Tensor | None
     ) -> Draft:
         w, dtype = self.head.config.window, self.head.out_embed.dtype
         if hidden is not None:

@@ -1,9 +1,10 @@
-"""Arbitrary OpenAI request bodies -> whole ``Reply`` objects, for probe and verify.
+"""Arbitrary OpenAI request bodies -> whole ``Reply`` objects: the client edge of probe and verify.
 
-bench's ``client.call`` turns a workload prompt into a timing record; probing and verifying need the
+``call.py`` turns a workload prompt into a timing record for bench; probing and verifying need the
 opposite trade: any body (unknown fields, ``n``, ``echo``), and the whole response (every choice, the
-logprobs, the usage), with timing reduced to one elapsed figure. Both sit on ``client.http.Session``,
-so aiohttp stays behind that one module and the API key stays in its headers.
+logprobs, the usage), with timing reduced to one elapsed figure. Both sit on ``http.Session`` (aiohttp
+stays behind it, the API key in its headers), read streams with ``sse.read_events`` and decode
+choices with ``openai.Chunk``, so a cut stream or a malformed answer means the same to every command.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lossless.client.http import Session, TransportError
-from lossless.client.sse import SSEParser
+from lossless.client.http import Response, Session, TransportError
+from lossless.client.openai import Chunk, reasoning_tokens
+from lossless.client.sse import read_events
 from lossless.endpoints import Endpoint, api_key, public_url
 from lossless.errors import EndpointError
 
@@ -57,9 +60,7 @@ class Reply:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def reasoning_tokens(self) -> int | None:
-        details = (self.usage or {}).get("completion_tokens_details")
-        value = details.get("reasoning_tokens") if isinstance(details, dict) else None
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return reasoning_tokens(self.usage)
 
 
 class Wire:
@@ -112,8 +113,8 @@ class Wire:
                     raw = await resp.read(4000)
                     return Reply(resp.status, time.perf_counter() - start, error=self._message(raw))
                 if full.get("stream"):
-                    return await self._stream(resp, start, path)
-                raw = b"".join([c async for c in resp.chunks()])
+                    return await self._stream(resp, start)
+                raw = await resp.whole()
         except TransportError as exc:
             raise EndpointError(
                 f"endpoint {self.endpoint.name!r} ({public_url(self.endpoint.base_url)}): {exc}"
@@ -123,7 +124,7 @@ class Wire:
                 f"endpoint {self.endpoint.name!r} ({public_url(self.endpoint.base_url)}): "
                 f"no complete answer to {path} within {self.timeout_s:g} s"
             ) from exc
-        return self._whole(raw, time.perf_counter() - start, path)
+        return self._whole(raw, time.perf_counter() - start)
 
     def _message(self, raw: bytes) -> str:
         text = raw.decode("utf-8", "replace")
@@ -134,7 +135,7 @@ class Wire:
             pass
         return self._session.redact(text.replace("\n", " "))[:MAX_ERROR_CHARS] or "(empty body)"
 
-    def _whole(self, raw: bytes, elapsed: float, path: str) -> Reply:
+    def _whole(self, raw: bytes, elapsed: float) -> Reply:
         try:
             body = json.loads(raw)
             choices = tuple(_choice(c, stream=False) for c in body["choices"])
@@ -143,19 +144,13 @@ class Wire:
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else None
         return Reply(200, elapsed, choices, usage, body=body)
 
-    async def _stream(self, resp: Any, start: float, path: str) -> Reply:
-        parser, parts = SSEParser(), _StreamParts()
-        async for data in resp.chunks():
-            for payload in parser.feed(data):
-                if parts.add(payload):
-                    await resp.drain()
-                    return parts.reply(time.perf_counter() - start)
-        for payload in parser.close():
-            parts.add(payload)
-        if not any(f is not None for f in parts.finish.values()) and parts.error is None:
+    async def _stream(self, resp: Response, start: float) -> Reply:
+        parts = _StreamParts()
+        await read_events(resp, parts.read, time.perf_counter_ns)
+        if not parts.done and not any(f is not None for f in parts.finish.values()) and parts.error is None:
             # the connection closed before the stream said it was done: a cut answer, not a short one
             parts.error = "stream ended without [DONE] or a finish_reason"
-        return parts.reply(time.perf_counter() - start)
+        return parts.reply(time.perf_counter() - start, self._session.redact)
 
 
 class _StreamParts:
@@ -169,18 +164,27 @@ class _StreamParts:
         self.usage: dict[str, Any] | None = None
         self.events = 0
         self.error: str | None = None
+        self.done = False  # [DONE] came
 
-    def add(self, payload: bytes) -> bool:
-        """Fold one event in; True at [DONE]."""
-        if payload == b"[DONE]":
-            return True
+    def read(self, _t: int, payloads: list[bytes]) -> bool:
+        """Fold one network read's events in (its time is not kept: a Reply has one elapsed figure);
+        True once [DONE] came, and what follows it is not read."""
+        for payload in payloads:
+            if payload == b"[DONE]":
+                self.done = True
+                break
+            self.add(payload)
+        return self.done
+
+    def add(self, payload: bytes) -> None:
+        """Fold one event in; a malformed one sets ``error``."""
         try:
             obj = json.loads(payload)
         except (ValueError, RecursionError):
             self.error = f"malformed stream event {payload[:80]!r}"
-            return False
+            return
         if not isinstance(obj, dict):
-            return False
+            return
         if "error" in obj:
             self.error = str(obj["error"])[:MAX_ERROR_CHARS]
         self.events += 1
@@ -189,52 +193,44 @@ class _StreamParts:
         choices = obj.get("choices") or []
         if not isinstance(choices, list):
             self.error = f"malformed stream event (choices is not a list): {payload[:80]!r}"
-            return False
+            return
         for raw in choices:
             try:
                 i = int(raw.get("index", 0))
                 c = _choice(raw, stream=True, inline_think=False)
             except (AttributeError, TypeError, ValueError) as exc:
                 self.error = f"malformed stream event ({exc}): {payload[:80]!r}"
-                return False
+                return
             self.text.setdefault(i, []).append(c.text)
             self.reasoning.setdefault(i, []).append(c.reasoning)
             if c.finish_reason is not None or i not in self.finish:
                 self.finish[i] = c.finish_reason
             if c.logprobs is not None:
                 self.logprobs.setdefault(i, []).append(c.logprobs)
-        return False
 
-    def reply(self, elapsed: float) -> Reply:
+    def reply(self, elapsed: float, redact: Callable[[str], str]) -> Reply:
+        # an error event's text is the server's: it may quote the key, as an error body may
+        error = None if self.error is None else redact(self.error)
         choices = []
         for i in sorted(self.text):
             text, think = split_think("".join(self.text[i]))
             reasoning = "".join(self.reasoning[i]) + think
             choices.append(Choice(text, reasoning, self.finish.get(i), self.logprobs.get(i)))
-        return Reply(200, elapsed, tuple(choices), self.usage, self.error, self.events)
+        return Reply(200, elapsed, tuple(choices), self.usage, error, self.events)
 
 
 def _choice(raw: Any, *, stream: bool, inline_think: bool = True) -> Choice:
-    """One choice object; a field of the wrong type raises TypeError (the reply is then malformed)."""
-    if not isinstance(raw, dict):
-        raise TypeError(f"a choice is a {type(raw).__name__}, not an object")
-    if "text" in raw:  # legacy completions
-        text, reasoning = raw.get("text") or "", ""
-    else:
-        msg = raw.get("delta" if stream else "message") or {}
-        if not isinstance(msg, dict):
-            raise TypeError("message is not an object")
-        text = msg.get("content") or ""
-        # DeepSeek/vLLM say reasoning_content, OpenRouter and newer vLLM say reasoning
-        reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
-        if not isinstance(reasoning, str):
-            reasoning = json.dumps(reasoning)
-    if not isinstance(text, str):
-        raise TypeError(f"content is a {type(text).__name__}, not a string")
+    """One choice object; a field of the wrong type raises ValueError (the reply is then malformed).
+    Its API is told by its shape, not by the path: a legacy completion's choice carries ``text``."""
+    api = "completions" if isinstance(raw, dict) and "text" in raw else "chat"
+    # Chunk reads a chunk's first choice only: each choice goes through it as a chunk of its own, so a
+    # malformed choice is malformed by bench's rules (and bench's hot path stays as it is)
+    chunk = Chunk({"choices": [raw]}, api, stream)
+    text, reasoning = chunk.content, chunk.reasoning
     if inline_think:  # a stream's markers may span chunks: its choices are split once, whole
         text, think = split_think(text)
         reasoning += think
-    return Choice(text, reasoning, raw.get("finish_reason"), raw.get("logprobs"))
+    return Choice(text, reasoning, chunk.finish_reason, raw.get("logprobs"))
 
 
 def split_think(text: str) -> tuple[str, str]:

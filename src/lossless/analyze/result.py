@@ -1,0 +1,373 @@
+"""What ``summarize`` returns: a frozen, typed ``Summary`` and its parts, complete when made.
+
+``as_dict()`` is the JSON edge (summary.json, ``--json``): the keys and nesting summary.json has always had.
+``from_dict()`` reads such a dict back (``lossless report``, ``lossless compare``) and raises KeyError,
+TypeError or ValueError, naming the field, where it is not shaped so; the caller names the file. A null
+where a number belongs reads back as NaN: the JSON writer turns non-finite numbers into null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from lossless.analyze.metrics import CI_STATS, METRICS
+
+Counts = Mapping[str, int]  # a value -> how many requests had it
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One metric over the requests of a group (ms, tokens/s or tokens, as the metric's unit says).
+    n == 0: no value, and every statistic None."""
+
+    n: int
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p99_9: float | None = None
+    max: float | None = None
+    cv: float | None = None  # std / mean; None for a zero mean
+    ci95: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # bootstrap, of CI_STATS
+
+    def get(self, stat: str) -> float | None:
+        """A statistic by its summary.json name ("p99.9", "n", "mean")."""
+        value: float | None = getattr(self, stat.replace(".", "_"))
+        return value
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.n == 0:
+            return {"n": 0}
+        out: dict[str, Any] = {f.name.replace("_", "."): getattr(self, f.name) for f in fields(self)[:-1]}
+        return out | {f"{stat}_ci95": list(pair) for stat, pair in self.ci95.items()}
+
+    @classmethod
+    def from_dict(cls, d: object) -> Distribution:
+        d = _obj(d)
+        n = _int(d["n"], "n")
+        if n == 0:
+            return cls(n=0)
+        stats = {f.name: _opt(d[f.name.replace("_", ".")], f.name) for f in fields(cls)[1:-1]}
+        ci = {s: _pair(d[f"{s}_ci95"], f"{s}_ci95") for s in CI_STATS if f"{s}_ci95" in d}
+        return cls(n, **stats, ci95=ci)
+
+
+@dataclass(frozen=True)
+class Requests:
+    ok: int
+    failed: int  # final attempts that failed, cancelled ones apart
+    cancelled: int  # cut off by the run's end (Ctrl-C, SIGTERM, --duration)
+    attempts: int  # retried ones included
+    errors: Counts  # error kind -> attempts, sorted by kind
+
+    @classmethod
+    def from_dict(cls, d: object) -> Requests:
+        d = _obj(d)
+        ints = {k: _int(d[k], k) for k in ("ok", "failed", "cancelled", "attempts")}
+        return cls(**ints, errors=_counts(d["errors"], "errors"))
+
+
+@dataclass(frozen=True)
+class Stalls:
+    count: int  # inter-chunk gaps over the threshold
+    requests_with_stalls: int
+    total_s: float
+
+    @classmethod
+    def from_dict(cls, d: object) -> Stalls:
+        d = _obj(d)
+        return cls(_int(d["count"], "count"), _int(d["requests_with_stalls"], "requests_with_stalls"),
+                   _num(d["total_s"], "total_s"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Throughput:
+    output_tokens_per_s: float | None  # None: no measurement window
+    requests_per_s: float | None
+    goodput_requests_per_s: float | None  # requests meeting every SLO per second; None without --slo
+
+    @classmethod
+    def from_dict(cls, d: object) -> Throughput:
+        return cls(**_opts(d, fields(cls)))
+
+
+@dataclass(frozen=True)
+class ServedBy:
+    """Who answered: each distinct value with how many requests gave it."""
+
+    model: Counts
+    system_fingerprint: Counts
+    headers: Mapping[str, Counts]  # identifying header -> its values
+
+    @classmethod
+    def from_dict(cls, d: object) -> ServedBy:
+        d = _obj(d)
+        headers = {k: _counts(v, k) for k, v in _obj(d.get("headers", {})).items()}
+        return cls(_counts(d.get("model", {}), "model"),
+                   _counts(d.get("system_fingerprint", {}), "system_fingerprint"), headers)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """From the server's /metrics over the run: acceptance rate = accepted / drafted tokens; mean
+    accepted length = tokens per verify step (vLLM's: accepted / steps + 1)."""
+
+    drafted_tokens: float
+    accepted_tokens: float
+    acceptance_rate: float
+    mean_accepted_length: float | None = None  # None when the server counts no steps
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: v for k, v in _plain(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: object) -> Speculative:
+        d = _obj(d)
+        nums = {k: _num(d[k], k) for k in ("drafted_tokens", "accepted_tokens", "acceptance_rate")}
+        return cls(**nums, mean_accepted_length=_opt(d.get("mean_accepted_length"), "mean_accepted_length"))
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """One endpoint at one load level, or one prompt class of it."""
+
+    requests: Requests
+    metrics: Mapping[str, Distribution]  # by ``Metric.key``, in the table's order
+    # "usage", "tokenizer:NAME", "chunks" (no usage and no tokenizer: TPOT is time per chunk) or "none"
+    n_out_sources: Counts
+    stalls: Stalls
+    window_s: float | None  # first send to last end; None when nothing ended
+    throughput: Throughput
+    server_ms: Mapping[str, Distribution]  # server-side timing header -> its values
+    cost_per_ok_request_usd: float | None  # None without prices
+    served_by: ServedBy
+
+    def stat(self, metric: str, stat: str) -> float | None:
+        return self.metrics[metric].get(stat) if metric in self.metrics else None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"requests": _plain(self.requests)}
+        out |= {key: d.as_dict() for key, d in self.metrics.items()}
+        return out | {
+            "n_out_sources": dict(self.n_out_sources), "stalls": _plain(self.stalls),
+            "window_s": self.window_s, "throughput": _plain(self.throughput),
+            "server_ms": {k: d.as_dict() for k, d in self.server_ms.items()},
+            "cost_per_ok_request_usd": self.cost_per_ok_request_usd, "served_by": _plain(self.served_by),
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: object) -> GroupStats:
+        """Parts that older versions did not write read as empty."""
+        d = _obj(d)
+        metrics = {m.key: Distribution.from_dict(d.get(m.key, {"n": 0})) for m in METRICS}
+        server = {k: Distribution.from_dict(v) for k, v in _obj(d.get("server_ms", {})).items()}
+        return cls(
+            Requests.from_dict(d["requests"]), metrics, _counts(d.get("n_out_sources", {}), "n_out_sources"),
+            Stalls.from_dict(d["stalls"]), _opt(d.get("window_s"), "window_s"),
+            Throughput.from_dict(d["throughput"]), server, _opt(d.get("cost_per_ok_request_usd"), "cost"),
+            ServedBy.from_dict(d.get("served_by", {})),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EndpointStats:
+    name: str
+    load: str  # "c=4", "rate=2/s"
+    overall: GroupStats  # every prompt class together
+    classes: Mapping[str, GroupStats]  # prompt class -> its stats, in the order the workload sent them
+    speculative: Speculative | None  # None: the server published no draft counters
+
+    def as_dict(self) -> dict[str, Any]:
+        classes = {c: g.as_dict() for c, g in self.classes.items()}
+        spec = None if self.speculative is None else self.speculative.as_dict()
+        return {"name": self.name, "load": self.load, **self.overall.as_dict(), "classes": classes,
+                "speculative": spec}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: object) -> EndpointStats:
+        d = _obj(d)
+        classes = {c: GroupStats.from_dict(g) for c, g in _obj(d.get("classes", {})).items()}
+        spec = None if d.get("speculative") is None else Speculative.from_dict(d["speculative"])
+        return cls(_str(d["name"], "name"), _str(d["load"], "load"), GroupStats.from_dict(d), classes, spec)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``other``'s statistic of a metric over ``baseline``'s at one load, with a bootstrap 95% CI."""
+
+    load: str
+    metric: str  # a ``Metric.key``
+    stat: str  # one of CI_STATS
+    baseline: str
+    other: str
+    ratio: float
+    ci95: tuple[float, float]
+    text: str  # the sentence people read
+
+    def as_dict(self) -> dict[str, Any]:
+        return {("class" if k == "prompt_class" else k): v for k, v in _plain(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: object) -> Comparison:
+        d = _obj(d)
+        strs = {k: _str(d[k], k) for k in ("load", "metric", "stat", "baseline", "other")}
+        return cls(**strs, ratio=_num(d["ratio"], "ratio"), ci95=_pair(d["ci95"], "ci95"),
+                   text=_str(d["text"], "text"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ClassComparison(Comparison):
+    prompt_class: str  # summary.json's "class"
+
+    @classmethod
+    def from_dict(cls, d: object) -> ClassComparison:
+        return cls(**vars(Comparison.from_dict(d)), prompt_class=_str(_obj(d)["class"], "class"))
+
+
+@dataclass(frozen=True)
+class RunComparison(Comparison):
+    """Two saved runs: ``baseline`` is "A", ``other`` "B"."""
+
+    endpoint_a: str
+    endpoint_b: str
+    label: str  # "x c=1", or "old vs new c=1" when the runs name the endpoint differently
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What bench adds to the numbers: how the run was made and where."""
+
+    tokenizer: str | None  # --tokenizer
+    event_loop: str  # the asyncio loop that measured: "uvloop" or "asyncio"
+    interrupted: bool  # Ctrl-C or SIGTERM: the numbers cover the requests that finished
+    config: Mapping[str, Any]  # the settings, without secrets (``bench.config_block``)
+    environment: Mapping[str, Any]  # versions, platform, start time (``bench.environment``)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunInfo:
+        tokenizer = d.get("tokenizer")
+        if tokenizer is not None:
+            tokenizer = _str(tokenizer, "tokenizer")
+        interrupted = d.get("interrupted", False)
+        if not isinstance(interrupted, bool):
+            raise TypeError(f"interrupted is {type(interrupted).__name__}, not true or false")
+        return cls(tokenizer, str(d.get("event_loop", "")), interrupted, _obj(d.get("config") or {}),
+                   _obj(d.get("environment") or {}))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A bench run's numbers: per endpoint and load, and each endpoint against the first."""
+
+    endpoints: tuple[EndpointStats, ...]  # by load level (as first sent), then in the endpoints' order
+    comparisons: tuple[Comparison, ...]  # each endpoint against the first at the same load
+    slo_ms: Mapping[str, float]  # goodput objectives
+    stall_threshold_s: float
+    run: RunInfo | None = None  # None: summarized from records alone (tests, a rebuilt summary)
+    class_comparisons: tuple[ClassComparison, ...] | None = None  # prompt class by class (demo)
+    rebuilt_from_records: bool = False  # summary.json was missing: made again from records.jsonl
+
+    @property
+    def interrupted(self) -> bool:
+        return self.run is not None and self.run.interrupted
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "endpoints": [e.as_dict() for e in self.endpoints],
+            "comparisons": [c.as_dict() for c in self.comparisons],
+            "slo_ms": dict(self.slo_ms),
+            "stall_threshold_s": self.stall_threshold_s,
+        }
+        if self.run is not None:
+            out |= _plain(self.run)
+        if self.class_comparisons is not None:
+            out["class_comparisons"] = [c.as_dict() for c in self.class_comparisons]
+        if self.rebuilt_from_records:
+            out["rebuilt_from_records"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: object) -> Summary:
+        d = _obj(d)
+        endpoints = tuple(EndpointStats.from_dict(e) for e in _list(d["endpoints"], "endpoints"))
+        comparisons = tuple(Comparison.from_dict(c) for c in _list(d.get("comparisons", []), "comparisons"))
+        slo = {k: _num(v, k) for k, v in _obj(d.get("slo_ms", {})).items()}
+        run = RunInfo.from_dict(d) if any(f.name in d for f in fields(RunInfo)) else None
+        by_class = d.get("class_comparisons")
+        if by_class is not None:
+            by_class = tuple(ClassComparison.from_dict(c) for c in _list(by_class, "class_comparisons"))
+        rebuilt = d.get("rebuilt_from_records") is True
+        stall_s = _num(d.get("stall_threshold_s", 1.0), "stall_threshold_s")
+        return cls(endpoints, comparisons, slo, stall_s, run, by_class, rebuilt)
+
+
+# --- to and from JSON ---------------------------------------------------------------------------------
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    """A dataclass of plain values as a dict of JSON values (tuples as lists, mappings as dicts)."""
+    return {f.name: _json(getattr(obj, f.name)) for f in fields(obj)}
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    return value
+
+
+def _obj(x: object) -> Mapping[str, Any]:
+    if not isinstance(x, dict):
+        raise TypeError(f"expected an object, got {type(x).__name__}")
+    return x
+
+
+def _list(x: object, what: str) -> list[Any]:
+    if not isinstance(x, list):
+        raise TypeError(f"{what} is {type(x).__name__}, not a list")
+    return x
+
+
+def _num(x: object, what: str) -> float:
+    if x is None:
+        return math.nan  # written for a non-finite number
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise TypeError(f"{what} is {type(x).__name__}, not a number")
+    return float(x)
+
+
+def _opt(x: object, what: str) -> float | None:
+    return None if x is None else _num(x, what)
+
+
+def _int(x: object, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"{what} is {type(x).__name__}, not an integer")
+    return x
+
+
+def _str(x: object, what: str) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"{what} is {type(x).__name__}, not a string")
+    return x
+
+
+def _pair(x: object, what: str) -> tuple[float, float]:
+    lo, hi = _list(x, what)
+    return _num(lo, what), _num(hi, what)
+
+
+def _counts(x: object, what: str) -> dict[str, int]:
+    return {k: _int(v, f"{what}.{k}") for k, v in _obj(x).items()}
+
+
+def _opts(d: object, names: tuple[Any, ...]) -> dict[str, float | None]:
+    found = _obj(d)
+    return {f.name: _opt(found[f.name], f.name) for f in names}

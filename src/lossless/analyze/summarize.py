@@ -1,0 +1,160 @@
+"""Records -> ``Summary``: per endpoint and load (and per prompt class), every metric of the table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from lossless.analyze.compare import compare_classes, comparisons
+from lossless.analyze.metrics import METRICS
+from lossless.analyze.result import (
+    Distribution,
+    EndpointStats,
+    GroupStats,
+    Requests,
+    RunInfo,
+    Stalls,
+    Summary,
+    Throughput,
+)
+from lossless.analyze.server import served_by, server_times, spec_stats, tally
+from lossless.analyze.stats import describe
+from lossless.analyze.timing import Timing, meets, timing
+from lossless.records import RequestRecord
+
+Counters = tuple[Mapping[str, float], Mapping[str, float]]  # a server's /metrics before and after
+
+
+def summarize(
+    records: Sequence[RequestRecord],
+    prices: Mapping[str, tuple[float | None, float | None]],
+    *,
+    spec: Mapping[tuple[str, str], Counters] | None = None,
+    slo: Mapping[str, float] | None = None,
+    stall_s: float = 1.0,
+    seed: int = 0,
+    run: RunInfo | None = None,
+    class_seed: int | None = None,
+    rebuilt: bool = False,
+) -> Summary:
+    """``prices`` maps endpoint names, in table order, to USD per million (input, output) tokens.
+    ``run``: what bench knows of the run besides its records. ``class_seed``: also compare the endpoints
+    prompt class by prompt class, bootstrapped from this seed. ``rebuilt``: the records are all there is
+    of the run (summary.json was lost)."""
+    order = {name: i for i, name in enumerate(prices)}
+    groups: dict[tuple[str, str], list[RequestRecord]] = {}
+    for r in records:
+        if not r.warmup:
+            groups.setdefault((r.endpoint, r.load), []).append(r)
+    keys = sorted(groups, key=lambda k: (_load_order(records, k[1]), order.get(k[0], len(order))))
+    entries = []
+    for name, load in keys:
+        attempts, price = groups[(name, load)], prices.get(name, (None, None))
+        counters = (spec or {}).get((name, load))
+        entries.append(EndpointStats(
+            name, load, _group(attempts, price, slo or {}, stall_s, seed),
+            {c: _group(part, price, slo or {}, stall_s, seed) for c, part in _by_class(attempts).items()},
+            spec_stats(*counters) if counters else None,
+        ))  # fmt: skip
+    by_class = None if class_seed is None else tuple(compare_classes(records, list(prices), class_seed))
+    compared = tuple(comparisons(groups, keys, seed))
+    return Summary(tuple(entries), compared, dict(slo or {}), stall_s, run, by_class, rebuilt)
+
+
+def _load_order(records: Sequence[RequestRecord], load: str) -> int:
+    return next(i for i, r in enumerate(records) if r.load == load)
+
+
+def _by_class(attempts: Sequence[RequestRecord]) -> dict[str, list[RequestRecord]]:
+    """In the order the workload first sent them (len-100, len-1k, len-10k), not alphabetical."""
+    classes: dict[str, list[RequestRecord]] = {}
+    for r in attempts:
+        classes.setdefault(r.prompt_class, []).append(r)
+    first = sorted(classes, key=lambda c: min(r.request_index for r in classes[c]))
+    return {c: classes[c] for c in first}
+
+
+def _group(
+    attempts: list[RequestRecord],
+    price: tuple[float | None, float | None],
+    slo: Mapping[str, float],
+    stall_s: float,
+    seed: int,
+) -> GroupStats:
+    """One endpoint at one load (or one prompt class of it): counts, metrics, throughput, cost."""
+    final = [r for r in attempts if not r.retried]
+    ok = [r for r in final if r.ok]
+    t = [timing(r) for r in ok]
+    window = _window_s(attempts)
+    return GroupStats(
+        requests=_requests(attempts, final),
+        metrics={m.key: describe(m.values(t), seed, m.per_request) for m in METRICS},
+        n_out_sources=tally(r.n_out_source for r in ok),
+        stalls=_stalls(t, stall_s * 1000.0),
+        window_s=window,
+        throughput=_throughput(ok, t, window, slo),
+        server_ms=_server(ok, seed),
+        cost_per_ok_request_usd=_cost(attempts, len(ok), price),
+        served_by=served_by(final),
+    )
+
+
+def _requests(attempts: Sequence[RequestRecord], final: Sequence[RequestRecord]) -> Requests:
+    errors = tally(r.error_kind for r in attempts if r.error_kind is not None)
+    return Requests(
+        ok=sum(1 for r in final if r.ok),
+        failed=sum(1 for r in final if not r.ok and r.error_kind != "cancelled"),
+        cancelled=sum(1 for r in final if r.error_kind == "cancelled"),
+        attempts=len(attempts),
+        errors=dict(sorted(errors.items())),
+    )
+
+
+def _stalls(t: Sequence[Timing], threshold_ms: float) -> Stalls:
+    stalls = [[g for g in x.gaps if g > threshold_ms] for x in t]
+    return Stalls(
+        count=sum(len(s) for s in stalls),
+        requests_with_stalls=sum(1 for s in stalls if s),
+        total_s=sum(sum(s) for s in stalls) / 1000.0,
+    )
+
+
+def _throughput(
+    ok: Sequence[RequestRecord], t: Sequence[Timing], window: float | None, slo: Mapping[str, float]
+) -> Throughput:
+    if not window:
+        return Throughput(None, None, None)
+    good = sum(1 for x in t if meets(x, slo)) / window if slo else None
+    return Throughput(sum(r.n_out or 0 for r in ok) / window, len(ok) / window, good)
+
+
+def _window_s(attempts: Sequence[RequestRecord]) -> float | None:
+    """From the first send to the last end of the measured (non-warm-up) attempts."""
+    ends = [r.end_ns for r in attempts if r.end_ns is not None]
+    if not attempts or not ends:
+        return None
+    span = (max(ends) - min(r.sent_ns for r in attempts)) / 1e9
+    return span if span > 0 else None
+
+
+def _server(ok: Sequence[RequestRecord], seed: int) -> dict[str, Distribution]:
+    values: dict[str, list[float]] = {}
+    for r in ok:
+        for k, v in server_times(r.server_headers).items():
+            values.setdefault(k, []).append(v)
+    return {k: describe(v, seed) for k, v in sorted(values.items())}
+
+
+def _cost(
+    attempts: Sequence[RequestRecord], n_ok: int, price: tuple[float | None, float | None]
+) -> float | None:
+    """Every attempt that reported usage costs, failed and retried ones included; attempts without usage
+    are charged the prompt's input tokens when another attempt of the same prompt reported them."""
+    p_in, p_out = price
+    if (p_in is None and p_out is None) or n_ok == 0:
+        return None
+    n_in_by_prompt = {r.prompt_id: r.n_in for r in attempts if r.n_in is not None}
+    total = 0.0
+    for r in attempts:
+        n_in = r.n_in if r.n_in is not None else n_in_by_prompt.get(r.prompt_id, 0)
+        total += (n_in or 0) * (p_in or 0.0) + (r.n_out or 0) * (p_out or 0.0)
+    return total / 1e6 / n_ok

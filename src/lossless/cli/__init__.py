@@ -1,0 +1,30 @@
+"""The ``lossless`` command. Every command has one shape: its flags -> frozen options
+(``lossless.options``, where the defaults live) -> its stage's ``run`` -> a typed result -> ``report``.
+
+common.py   one-line errors, value types, output checks
+measure.py  bench, probe, verify
+saved.py    report, compare (saved runs)
+serving.py  models, serve, draft train, demo (the embedded model)
+"""
+
+from __future__ import annotations
+
+import click
+
+from lossless import __version__
+from lossless.cli import measure, saved, serving
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="lossless")
+def main() -> None:
+    """Measure and verify LLM endpoints; serve a real model with lossless speculative decoding."""
+
+
+for command in (
+    serving.models, serving.serve, serving.draft, measure.bench, measure.probe, measure.verify,
+    serving.demo, saved.report, saved.compare,
+):  # fmt: skip
+    main.add_command(command)
+
+__all__ = ["main"]

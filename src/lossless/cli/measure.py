@@ -1,0 +1,135 @@
+"""The commands that measure endpoints: bench, probe, verify. Each parses its flags into frozen options
+(``lossless.options``, where every default lives), runs its stage and hands the result to ``report``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lossless.cli.common import SECONDS, SEED, FiniteFloat, friendly_errors, output_flags, outputs
+from lossless.options import BenchOptions, ProbeOptions, VerifyOptions, int_list
+
+BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
+B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
+
+
+@click.command()
+@click.argument("urls", nargs=-1)
+@click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
+@click.option("--endpoints", "endpoints_file", type=click.Path(path_type=Path), help="TOML of [[endpoint]].")
+@click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")
+@click.option("--suite", default=B.suite, show_default=True, help="short|long|mixed|lengths|file:PATH.jsonl")
+@click.option("--api", default=B.api, show_default=True, type=click.Choice(["chat", "completions"]))
+@click.option("--stream/--no-stream", default=B.stream, show_default=True)
+@click.option("--max-tokens", default=B.max_tokens, show_default=True, type=click.IntRange(1))
+@click.option("--concurrency", default=None, help="Requests in flight per endpoint; a list (1,4,16) sweeps.")
+# an arrival in 11 days to a million a second; outside, a typo (and 1e-300 overflowed the schedule)
+@click.option("--rate", default=None, type=FiniteFloat(1e-6, 1e6), help="Open loop: arrivals/s.")
+@click.option("--burstiness", default=B.burstiness, show_default=True, type=FiniteFloat(1e-3, 1e3))
+@click.option("--requests", default=None, type=click.IntRange(1), help="Measured requests [default: 20].")
+@click.option("--duration", default=None, type=SECONDS, help="Or: seconds.")
+@click.option(
+    "--warmup", default=B.warmup, show_default=True, type=click.IntRange(0), help="Unmeasured requests."
+)
+# backoff doubles per attempt: 2**1024 overflows a float
+@click.option("--retries", default=B.retries, show_default=True, type=click.IntRange(0, 100))
+@click.option("--timeout-connect", default=B.timeout_connect, show_default=True, type=SECONDS)
+@click.option(
+    "--timeout-first-token",
+    default=B.timeout_first_token,
+    show_default=True,
+    type=FiniteFloat(0),
+    help="0 = none.",
+)
+@click.option("--timeout-total", default=B.timeout_total, show_default=True, type=SECONDS)
+@click.option("--slo", default=None, help="Goodput objectives in ms, e.g. ttft=500,tpot=50,e2e=5000.")
+@click.option("--stall-threshold", default=B.stall_threshold, show_default=True, type=SECONDS)
+@click.option("--seed", default=B.seed, show_default=True, type=SEED)
+@click.option(
+    "--tokenizer",
+    default=None,
+    help="Count output tokens when a server sends no usage: tokenizer.json, GGUF or embedded model name.",
+)
+@output_flags("Summary", "records and summaries")
+@friendly_errors
+def bench(urls: tuple[str, ...], concurrency: str | None, **opts: Any) -> None:
+    """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
+    from lossless import bench as stage
+    from lossless.console import people_console
+    from lossless.report import bench as show
+
+    levels = None if concurrency is None else int_list(concurrency, "--concurrency")
+    options = BenchOptions(urls=urls, concurrency=levels, **opts)
+    outputs(options.out_dir, BENCH_FILES, options.html)
+    summary, records = stage.run(options)
+    console = people_console(stderr=options.as_json)
+    show.emit(summary, records, console, options.as_json, options.out_dir, options.html)
+    if summary.interrupted:
+        sys.exit(130)
+
+
+@click.command()
+@click.argument("url", required=False)
+@click.option("--model", default=None, help="Model name sent to URL (the embedded model without a URL).")
+@click.option("--api-key-env", default=None, help="Environment variable holding URL's API key.")
+@click.option(
+    "--repeats", default=P.repeats, show_default=True, type=click.IntRange(2, 50), help="Requests per arm."
+)
+@click.option("--max-tokens", default=P.max_tokens, show_default=True, type=click.IntRange(8))
+@output_flags("Checks", "probe.json", html=False)
+@friendly_errors
+def probe(url: str | None, **opts: Any) -> None:
+    """Which request parameters does an endpoint honour? (none given: the embedded server)"""
+    from lossless.console import people_console
+    from lossless.probe import stage
+    from lossless.report import probe as show
+
+    options = ProbeOptions(url=url, **opts)
+    outputs(options.out_dir, ("probe.json",))
+    result = stage.run(options)
+    show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)
+
+
+@click.command()
+@click.argument("baseline", required=False)
+@click.argument("candidate", required=False)
+@click.option("--model", default=None, help="Model name sent to both (the embedded model without URLs).")
+@click.option("--candidate-model", default=None, help="Model name sent to CANDIDATE (default: --model).")
+@click.option("--api-key-env", default=None, help="Environment variable holding BASELINE's API key.")
+@click.option("--candidate-api-key-env", default=None, help="CANDIDATE's (default: --api-key-env).")
+@click.option(
+    "--endpoints",
+    "endpoints_file",
+    type=click.Path(path_type=Path),
+    help="TOML with a [baseline] and a [candidate] table (URL, model, key, body, headers), instead of URLs.",
+)
+@click.option("--budget", default="default", show_default=True, help="small|default|large or PxSxT.")
+@click.option("--api", default=V.api, show_default=True, type=click.Choice(["completions", "chat"]))
+@click.option("--seed", default=V.seed, show_default=True, type=SEED)
+@click.option(
+    "--timeout",
+    default=V.timeout,
+    show_default=True,
+    type=SECONDS,
+    help="Seconds for one request; a slower one counts as failed and the run goes on.",
+)
+@output_flags("Verdict", "verify.json")
+@friendly_errors
+def verify(baseline: str | None, candidate: str | None, budget: str, **opts: Any) -> None:
+    """Does CANDIDATE serve the same model as BASELINE? Exit 0 equivalent, 1 different, 3 inconclusive.
+
+    With no URLs: the embedded engine's speculative decoding against its plain decoding."""
+    from lossless.console import people_console
+    from lossless.report import verify as show
+    from lossless.verify import stage
+    from lossless.verify.budget import parse_budget
+
+    options = VerifyOptions(baseline=baseline, candidate=candidate, budget=parse_budget(budget), **opts)
+    outputs(options.out_dir, ("verify.json",), options.html)
+    result = stage.run(options)
+    console = people_console(stderr=options.as_json)
+    show.emit(result, console, options.as_json, options.out_dir, options.html)
+    sys.exit(stage.EXIT_CODES[result.verdict])

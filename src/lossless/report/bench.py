@@ -1,0 +1,33 @@
+"""bench's summary for people and files: the table, the JSON on stdout, summary.json and .csv, HTML."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from lossless.analyze import Summary
+from lossless.atomic import write_atomic
+from lossless.records import RequestRecord
+from lossless.report import files, html, terminal
+
+
+def emit(
+    summary: Summary,
+    records: Sequence[RequestRecord],
+    console: Console,
+    as_json: bool,
+    out_dir: Path | None,
+    html_path: Path | None,
+) -> None:
+    """The table for people (stderr under --json), the JSON on stdout, files under --out, --html."""
+    terminal.render(summary, console)
+    if as_json:
+        sys.stdout.write(files.to_json(summary) + "\n")
+        sys.stdout.flush()
+    if out_dir is not None:
+        files.write(summary, out_dir)
+    if html_path is not None:
+        write_atomic(html_path, html.render_run(summary, records))

@@ -1,0 +1,171 @@
+"""verify's result for people and files: the terminal table, verify.json and the HTML section."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lossless.atomic import write_atomic
+from lossless.endpoints import public_url
+from lossless.report import svg
+from lossless.report.files import strict_json
+from lossless.report.page import page, section, table
+from lossless.verify.result import VerifyResult
+from lossless.verify.stats import EFFECTS
+
+VERDICT_STYLE = {"equivalent": "green", "different": "red", "inconclusive": "yellow"}
+
+
+def emit(
+    result: VerifyResult, console: Console, as_json: bool, out_dir: Path | None, html: Path | None
+) -> None:
+    """The table for people (stderr under --json), the JSON on stdout, verify.json, the HTML page."""
+    render(result, console)
+    if as_json:
+        print(to_json(result), flush=True)
+    if out_dir is not None:
+        write(result, out_dir)
+    if html is not None:
+        write_atomic(html, render_html(result.as_dict()))
+
+
+def to_json(result: VerifyResult) -> str:
+    return strict_json(result.as_dict())
+
+
+def write(result: VerifyResult, out_dir: Path) -> Path:
+    return write_atomic(out_dir / "verify.json", to_json(result) + "\n")
+
+
+def render(result: VerifyResult, console: Console) -> None:
+    cand, base = result.candidate, result.baseline
+    title = (
+        f"verify: {cand.name} ({public_url(cand.base_url)}) against {base.name} ({public_url(base.base_url)})"
+    )
+    table_ = Table(title=title, title_justify="left")
+    for col in ("test", "A/A p (Holm)", "A/B p (Holm)", "A/B effect", "A/A effect", "effect is"):
+        table_.add_column(col)
+    d = result.decision
+    for a, b, pa, pb in zip(result.aa, result.ab, d.aa_adjusted, d.ab_adjusted, strict=False):
+        table_.add_row(
+            b.name, f"{pa:.3g}", f"{pb:.3g}", f"{b.effect:+.4g}", f"{a.effect:+.4g}", EFFECTS[b.name]
+        )
+    if result.tasks is not None:
+        t = result.tasks
+        table_.add_row(
+            "task accuracy",
+            "",
+            f"{d.ab_adjusted[-1]:.3g}",
+            f"{t.difference:+.3g}",
+            "",
+            f"accuracy difference, {t.n} tasks (TOST +-{t.margin:g})",
+        )
+    console.print(table_)
+    _diagnostics(result, console)
+
+
+def _diagnostics(result: VerifyResult, console: Console) -> None:
+    g = result.greedy
+    console.print(
+        f"greedy (diagnostic): candidate matches baseline on {g['candidate_match']:.0%} of prompts, "
+        f"baseline matches itself on {g['baseline_self_match']:.0%}"
+    )
+    if (agree := result.agreement) is not None:
+        what = f"{agree.n} texts" if agree.source == "teacher-forced" else f"{agree.n} greedy tokens"
+        console.print(
+            f"log-prob agreement on {what}: {agree.mean_abs_diff:.3g} "
+            f"nats/token (baseline vs itself {agree.baseline_noise:.3g})"
+        )
+    style = VERDICT_STYLE[result.verdict]
+    console.print(f"[bold {style}]{result.verdict}[/bold {style}]")
+    for reason in result.decision.reasons:
+        console.print(f"  - {reason}")
+    for note in result.notes:
+        console.print(f"  note: {note}")
+
+
+def render_html(verify: dict[str, Any]) -> str:
+    """verify.json's content alone as a page (``verify --html``)."""
+    from lossless import __version__
+
+    subtitle = f"verification · lossless {__version__}"
+    return page("lossless report", subtitle, [verify_section(verify)], [("verify", "Verification")])
+
+
+def verify_section(v: dict[str, Any]) -> str:
+    verdict = str(v.get("verdict", "inconclusive"))
+    reasons = "".join(f"<li>{escape(str(r))}</li>" for r in v.get("reasons", []))
+    notes = "".join(f"<li>note: {escape(str(n))}</li>" for n in v.get("notes", []))
+    base, cand = v.get("baseline", {}), v.get("candidate", {})
+    head = (
+        f'<p><span class="badge {escape(verdict)}">{escape(verdict)}</span> '
+        f"{escape(cand.get('model', ''))} at {escape(cand.get('base_url', ''))} against "
+        f"{escape(base.get('model', ''))} at {escape(base.get('base_url', ''))}</p>"
+        f'<ul class="tight">{reasons}{notes}</ul>'
+    )
+    rows, bars = [], []
+    for t in v.get("tests", []):
+        aa, ab = t["aa"], t["ab"]
+        rows.append((t["name"], f"{t['aa_holm_p']:.3g}", f"{t['ab_holm_p']:.3g}", f"{ab['effect']:+.4g}",
+                     f"{aa['effect']:+.4g}", t["effect_meaning"]))  # fmt: skip
+        for arm, found, p in (("A/A", aa, t["aa_holm_p"]), ("A/B", ab, t["ab_holm_p"])):
+            if found.get("threshold"):
+                tip = f"{t['name']} {arm}: statistic {found['statistic']:.4g}, p (Holm) {p:.3g}"
+                ratio = found["statistic"] / found["threshold"]
+                bars.append(svg.Row(f"{t['name']} {arm}", ratio, group=_ARMS[arm], tip=tip))
+    chart = svg.intervals(
+        "Test statistics against what this run could detect",
+        "statistic / smallest flagged statistic",
+        bars,
+        refs=[(1.0, "flagged")],
+    )
+    headers = ("test", "A/A p (Holm)", "A/B p (Holm)", "A/B effect", "A/A effect", "effect is")
+    numbers = table(headers, rows)
+    body = head + f'<div class="figure">{chart}<div class="numbers">{numbers}</div></div>'
+    body += _tasks(v)
+    about = (
+        "A/A compares the baseline with itself (the noise floor), A/B the candidate with the baseline. "
+        "A dot right of the dashed line is a difference this run's test flags."
+    )
+    return section("verify", "Verification: is it the same model?", body, about)
+
+
+_ARMS = {"A/A": "A/A: baseline against itself", "A/B": "A/B: candidate against baseline"}
+
+
+def _tasks(v: dict[str, Any]) -> str:
+    parts = []
+    t = v.get("tasks")
+    if t:
+        m = t["margin"]
+        row = svg.Row("accuracy difference", t["difference"], t["ci90"][0], t["ci90"][1], tip="90% CI")
+        parts.append(
+            svg.intervals(
+                "Task accuracy: candidate - baseline (90% CI, TOST)",
+                "accuracy difference",
+                [row],
+                refs=[(-m, f"-{m:g}"), (m, f"+{m:g}")],
+            )
+        )
+        parts.append(
+            f"<p>{t['n']} tasks; both right {t['both']}, only baseline {t['only_x']}, only candidate "
+            f"{t['only_y']}; McNemar p {t['p_mcnemar']:.3g}; equivalent within ±{m:g}: "
+            f"{'yes' if t['equivalent'] else 'no'}.</p>"
+        )
+    g = v.get("greedy") or {}
+    if "candidate_match" in g:
+        parts.append(
+            f"<p>Greedy (diagnostic): the candidate matches the baseline on {g['candidate_match']:.0%} "
+            f"of prompts; the baseline matches itself on {g['baseline_self_match']:.0%}.</p>"
+        )
+    a = v.get("logprob_agreement")
+    if a:
+        parts.append(
+            f"<p>Log-prob agreement on {a['n']} texts: {a['mean_abs_diff']:.3g} nats/token (baseline "
+            f"against itself {a['baseline_noise']:.3g}).</p>"
+        )
+    return "".join(parts)

@@ -1,0 +1,54 @@
+"""``--dtype auto``: bfloat16 where the CPU has bfloat16 instructions, float32 elsewhere; whatever loads
+weights sees the dtype it became, never "auto"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lossless.config import DTYPES, ServeConfig, resolve_dtype
+from lossless.errors import UsageError
+
+X86_NO_BF16 = (
+    "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c\nprocessor\t: 1\nflags\t\t: avx512_bf16\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "dtype"),
+    [
+        ("flags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile\n", "bfloat16"),
+        ("flags\t\t: fpu avx2 amx_bf16 amx_tile\n", "bfloat16"),
+        ("Features\t: fp asimd sve bf16 i8mm\n", "bfloat16"),  # aarch64
+        (X86_NO_BF16, "float32"),  # the first processor's line is read: this machine's kind
+        ("Features\t: fp asimd\n", "float32"),
+        (None, "float32"),  # no /proc/cpuinfo: not Linux
+    ],
+)
+def test_auto_is_bfloat16_only_with_bfloat16_instructions(
+    tmp_path: Path, cpuinfo: str | None, dtype: str
+) -> None:
+    path = tmp_path / "cpuinfo"
+    if cpuinfo is not None:
+        path.write_text(cpuinfo)
+    got, reason = resolve_dtype("auto", path)
+    assert got == dtype
+    assert reason.startswith(f"{dtype} weights (auto): ") and "\n" not in reason and len(reason) < 100
+
+
+def test_a_named_dtype_is_kept_and_a_wrong_one_refused() -> None:
+    assert "auto" in DTYPES and ServeConfig().dtype == "auto"
+    for name in ("bfloat16", "float32", "float64"):
+        assert resolve_dtype(name) == (name, f"{name} weights, as asked")
+    with pytest.raises(UsageError, match="--dtype: expected one of auto, bfloat16, float32; got 'float16'"):
+        resolve_dtype("float16")
+
+
+def test_served_models_are_loaded_in_the_resolved_dtype(tiny_checkpoint: Path) -> None:
+    from lossless.server.main import decoding_as, load_model
+
+    loaded = load_model(ServeConfig(model=str(tiny_checkpoint)))
+    assert loaded.engine.dtype == resolve_dtype("auto")[0]
+    speculative = decoding_as(loaded, ServeConfig(speculative="ngram"))
+    assert speculative.engine.dtype == loaded.engine.dtype and speculative.engine.model is loaded.engine.model
