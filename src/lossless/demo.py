@@ -9,7 +9,7 @@ for.
 Steps: pull the model (a progress bar the first time) -> load it once -> two embedded servers on the same
 weights -> bench both (short, long and input-grounded prompts, one request at a time, taking turns) ->
 verify that the speculative server serves the same model -> ``report.html`` from what both wrote in one
-folder -> ``DemoResult``, which ``summary_lines`` turns into the few lines printed on stdout.
+folder -> ``DemoResult``, which ``report.demo.summary_lines`` turns into the few lines on stdout.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -27,30 +27,17 @@ from lossless import models, provision
 from lossless.console import people_console
 from lossless.endpoints import Endpoint
 from lossless.options import DemoOptions, demo_options
+from lossless.report.demo import DemoResult
 
 if TYPE_CHECKING:
-    from lossless.analyze import Summary
+    from lossless.analyze import Comparison, Summary
 
-__all__ = ["DemoOptions", "DemoResult", "demo_options", "run", "summary_lines"]
+__all__ = ["DemoOptions", "DemoResult", "demo_options", "run"]
 
 Pair = tuple[Endpoint, ...]  # (plain, speculative)
 
 SUITE = "short+long+grounded"  # grounded: answers that copy the prompt, where n-gram drafting pays
 STEPS = 5
-
-
-@dataclass(frozen=True)
-class DemoResult:
-    model: str
-    drafter: str  # the speculative server's, as `--speculative` names it
-    requests: int  # measured per endpoint
-    speedup: dict[str, Any] | None  # speculative/plain p50 output speed: ratio, ci95
-    ttft: dict[str, Any] | None  # speculative/plain p50 TTFT: ratio, ci95
-    by_class: dict[str, dict[str, Any]]  # prompt class -> speculative/plain p50 output speed: ratio, ci95
-    acceptance: float | None  # share of drafted tokens accepted (the server's /metrics)
-    verdict: str  # equivalent | different | inconclusive
-    report: Path
-    seconds: float
 
 
 def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
@@ -65,7 +52,7 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
         with console.status("loading the model", spinner="dots"):
             served = stack.enter_context(provision.serve_embedded(options.embedded, speculative=True))
         _step(console, 2, f"serving {served.model} ({served.dtype_reason}): plain and speculative "
-              f"decoding ({_drafter_name(options.drafter)}), one copy of the weights")  # fmt: skip
+              f"decoding ({provision.drafter_name(options.drafter)}), one copy of the weights")  # fmt: skip
         summary = _bench(served.endpoints, options, console)
         verdict = _verify(served.endpoints, options, console)
     _step(console, 5, "the report")
@@ -121,13 +108,13 @@ def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
 def _result(
     summary: Summary, model: str, drafter: str, verdict: str, report: Path, seconds: float
 ) -> DemoResult:
-    def comparison(metric: str) -> dict[str, Any] | None:
+    def comparison(metric: str) -> Comparison | None:
         found = [c for c in summary.comparisons if c.metric == metric and c.stat == "p50"]
-        return found[0].as_dict() if found else None
+        return found[0] if found else None
 
     spec = next((e for e in summary.endpoints if e.name == "speculative"), None)
     by_class = {
-        c.prompt_class: c.as_dict()
+        c.prompt_class: c
         for c in summary.class_comparisons or ()
         if c.metric == "output_tps" and c.stat == "p50"
     }
@@ -135,44 +122,6 @@ def _result(
     n = 0 if spec is None else spec.overall.requests.ok
     speedup, ttft = comparison("output_tps"), comparison("ttft_ms")
     return DemoResult(model, drafter, n, speedup, ttft, by_class, acceptance, verdict, report, seconds)
-
-
-def summary_lines(r: DemoResult) -> list[str]:
-    """What stdout gets: the figures a person came for, and where the rest is."""
-    lines = [f"lossless demo: {r.model}, plain against speculative decoding ({_drafter_name(r.drafter)}), "
-             f"{r.requests} requests each, {r.seconds:.0f} s"]  # fmt: skip
-    if r.speedup is not None:
-        lines.append(
-            f"speed-up (output speed p50, speculative / plain): {_ratio(r.speedup)} over all prompts"
-        )
-        for cls, c in sorted(r.by_class.items(), key=lambda kv: -kv[1]["ratio"]):
-            lines.append(f"  {cls} prompts: {_ratio(c)}")
-    else:
-        lines.append("speed-up: not measured (too few successful requests)")
-    if r.ttft is not None:
-        lo, hi = r.ttft["ci95"]
-        change = (r.ttft["ratio"] - 1) * 100
-        lines.append(f"TTFT (p50): {change:+.0f}% with speculative decoding (95% CI {lo:.2f}x-{hi:.2f}x)")
-    if r.acceptance is not None:
-        lines.append(f"drafts: {r.acceptance:.0%} of drafted tokens accepted")
-    lines.append(f"verify: {r.verdict} (is speculative decoding the same model as plain decoding?)")
-    lines.append(f"report: {r.report}")
-    return lines
-
-
-# --- helpers ----------------------------------------------------------------------------------------
-
-
-def _drafter_name(spec: str) -> str:
-    kind, _, path = spec.partition(":")
-    names = {"dspark": "the DSpark draft head, prompt lookup beside it", "ngram": "n-gram prompt lookup",
-             "draft": f"draft model {path}", "none": "no drafter"}  # fmt: skip
-    return names.get(kind, spec)
-
-
-def _ratio(c: dict[str, Any]) -> str:
-    lo, hi = c["ci95"]
-    return f"{c['ratio']:.2f}x (95% CI {lo:.2f}-{hi:.2f})"
 
 
 def _step(console: Console, n: int, text: str) -> None:

@@ -22,6 +22,14 @@ def default_drafter(model: str | None) -> str:
     return "dspark" if model in (None, models.DEFAULT_MODEL) else "ngram"
 
 
+def drafter_name(spec: str) -> str:
+    """A ``--speculative`` spec in words, for people."""
+    kind, _, path = spec.partition(":")
+    names = {"dspark": "the DSpark draft head, prompt lookup beside it", "ngram": "n-gram prompt lookup",
+             "draft": f"draft model {path}", "none": "no drafter"}  # fmt: skip
+    return names.get(kind, spec)
+
+
 @dataclass(frozen=True)
 class Embedded:
     """How the embedded model is served when a command is given no URL."""

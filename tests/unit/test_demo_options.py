@@ -8,6 +8,7 @@ from pathlib import Path
 from lossless import demo, models
 from lossless.options import DEMO_BUDGET, QUICK_BUDGET
 from lossless.provision import Embedded
+from lossless.report.demo import DemoResult, summary_lines
 from lossless.verify.budget import BUDGETS
 
 
@@ -35,8 +36,8 @@ def test_another_model_gets_ngram_drafts_unless_told_otherwise() -> None:
 
 
 def test_the_summary_names_the_drafter() -> None:
-    result = demo.DemoResult("m", "dspark", 3, None, None, {}, 0.4, "equivalent", Path("r.html"), 1.0)
-    first = demo.summary_lines(result)[0]
+    result = DemoResult("m", "dspark", 3, None, None, {}, 0.4, "equivalent", Path("r.html"), 1.0)
+    first = summary_lines(result)[0]
     assert "DSpark draft head" in first and "n-gram" not in first
-    result = demo.DemoResult("m", "ngram", 3, None, None, {}, 0.4, "equivalent", Path("r.html"), 1.0)
-    assert "n-gram prompt lookup" in demo.summary_lines(result)[0]
+    result = DemoResult("m", "ngram", 3, None, None, {}, 0.4, "equivalent", Path("r.html"), 1.0)
+    assert "n-gram prompt lookup" in summary_lines(result)[0]

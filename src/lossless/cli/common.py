@@ -68,7 +68,7 @@ def json_flag(what: str) -> Decorator:
 
 def output_flags(what: str, writes: str, html: bool = True) -> Decorator:
     """--json, --out and (with ``html``) --html: where a measuring command's result goes."""
-    flags = [
+    flags: list[Decorator] = [
         json_flag(what),
         click.option("--out", "out_dir", type=click.Path(path_type=Path), help=f"Write {writes} here."),
     ]

@@ -41,17 +41,12 @@ def compare(run_a: Path, run_b: Path, output: Path | None, as_json: bool) -> Non
     """Two saved runs (bench --out dirs): B's latency and speed as ratios of A's, with 95% CIs."""
     from lossless.console import people_console
     from lossless.report import compare as stage
-    from lossless.report import html
 
     if output is not None:
         checks.writable_file(output, "--output")
     result = stage.load(run_a, run_b)
-    for note in result["notes"]:
+    for note in result.notes:
         click.echo(f"note: {note}", err=True)
-    console = people_console(stderr=as_json)
-    stage.render_terminal(result, console)
-    if as_json:
-        click.echo(stage.to_json(result))
+    stage.emit(result, people_console(stderr=as_json), as_json, output)
     if output is not None:
-        html.write(output, stage.render_html(result))
         click.echo(f"wrote {output}", err=True)

@@ -194,10 +194,11 @@ def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
     Exit 0, or 1 when verification finds the speculative mode different."""
     from lossless import demo as stage
     from lossless.config import parse_drafter_spec
+    from lossless.report.demo import summary_lines
 
     options = stage.demo_options(out_dir, quick, **opts)
     outputs(out_dir, (*BENCH_FILES, "verify.json", "report.html"))
     parse_drafter_spec(options.drafter)  # before the model is pulled and loaded
     result = stage.run(options)
-    click.echo("\n".join(stage.summary_lines(result)))
+    click.echo("\n".join(summary_lines(result)))
     sys.exit(1 if result.verdict == "different" else 0)

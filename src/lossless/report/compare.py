@@ -5,7 +5,8 @@ distributions."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +20,52 @@ from lossless.records import RequestRecord
 from lossless.report import html, plots, svg
 
 
-def load(dir_a: Path, dir_b: Path) -> dict[str, Any]:
-    """Both runs and their comparison, as one JSON-ready dict (records stay out of it)."""
-    runs: list[tuple[dict[str, Any] | None, list[RequestRecord]]] = []
+@dataclass(frozen=True)
+class SavedSide:
+    dir: Path
+    environment: Mapping[str, Any] | None  # from its summary.json, when it has one
+    records: Sequence[RequestRecord]
+
+
+@dataclass(frozen=True)
+class Compared:
+    a: SavedSide
+    b: SavedSide
+    comparisons: tuple[RunComparison, ...]
+    notes: tuple[str, ...]  # what reading the runs found (a torn last line, a rebuilt summary)
+
+    def as_dict(self) -> dict[str, Any]:
+        side = lambda s: {"dir": str(s.dir), "environment": s.environment}  # noqa: E731
+        return {"a": side(self.a), "b": side(self.b), "comparisons": [c.as_dict() for c in self.comparisons],
+                "notes": list(self.notes)}  # fmt: skip
+
+
+def load(dir_a: Path, dir_b: Path) -> Compared:
+    """Both runs' records and their comparison."""
+    sides: list[SavedSide] = []
     notes: list[str] = []
     for d in (dir_a, dir_b):
         run = html.read_run(d, rebuild=False)  # the records are compared; a summary would go unused
         if not run.records:
             raise UsageError(f"{d} holds no bench records (records.jsonl) to compare")
         env = None if run.summary is None or run.summary.run is None else dict(run.summary.run.environment)
-        runs.append((env or None, run.records))
+        sides.append(SavedSide(d, env or None, run.records))
         notes += run.notes
-    comparisons = compare_runs(runs[0][1], runs[1][1])
-    return {
-        "a": {"dir": str(dir_a), "environment": runs[0][0]},
-        "b": {"dir": str(dir_b), "environment": runs[1][0]},
-        "comparisons": comparisons,
-        "notes": notes,
-        "_records": (runs[0][1], runs[1][1]),
-    }
+    a, b = sides
+    return Compared(a, b, tuple(compare_runs(a.records, b.records)), tuple(notes))
 
 
-def to_json(result: dict[str, Any]) -> str:
-    shown = {k: v for k, v in result.items() if not k.startswith("_")}
-    return json.dumps(shown | {"comparisons": [c.as_dict() for c in result["comparisons"]]}, indent=2)
+def emit(result: Compared, console: Console, as_json: bool, page: Path | None) -> None:
+    """The table for people (stderr under --json), the JSON on stdout, the HTML page under -o."""
+    render_terminal(result, console)
+    if as_json:
+        print(to_json(result), flush=True)
+    if page is not None:
+        html.write(page, render_html(result))
+
+
+def to_json(result: Compared) -> str:
+    return json.dumps(result.as_dict(), indent=2)
 
 
 def _verdict(c: RunComparison) -> str:
@@ -53,12 +76,12 @@ def _verdict(c: RunComparison) -> str:
     return "B better" if faster else "B worse"
 
 
-def render_terminal(result: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"lossless compare: B = {result['b']['dir']} against A = {result['a']['dir']}",
+def render_terminal(result: Compared, console: Console) -> None:
+    table = Table(title=f"lossless compare: B = {result.b.dir} against A = {result.a.dir}",
                   title_justify="left")  # fmt: skip
     for header in ("endpoint load", "metric", "stat", "B / A", "95% CI", "reading"):
         table.add_column(header, justify="right" if header in ("B / A", "95% CI") else "left")
-    for c in result["comparisons"]:
+    for c in result.comparisons:
         reading = _verdict(c)
         style = {"B better": "green", "B worse": "red"}.get(reading, "")
         lo, hi = c.ci95
@@ -67,7 +90,7 @@ def render_terminal(result: dict[str, Any], console: Console) -> None:
             f"[{style}]{reading}[/{style}]" if style else reading,
         )  # fmt: skip
     console.print(table)
-    if not result["comparisons"]:
+    if not result.comparisons:
         console.print("no endpoint and load level with two or more successful requests in both runs")
 
 
@@ -79,8 +102,8 @@ def _overlay(records: tuple[Sequence[RequestRecord], Sequence[RequestRecord]], m
     return plots.cdf_chart(m, series)
 
 
-def render_html(result: dict[str, Any]) -> str:
-    comps: list[RunComparison] = result["comparisons"]
+def render_html(result: Compared) -> str:
+    comps = result.comparisons
     rows = [
         svg.Row(f"{c.label} {METRIC[c.metric].words} {c.stat}", c.ratio, c.ci95[0], c.ci95[1],
                 group=METRIC[c.metric].words, tip=c.text)
@@ -103,11 +126,11 @@ def render_html(result: dict[str, Any]) -> str:
     sections = [html.section("ratios", "Ratios", f'<div class="figure">{forest}<div class="numbers">{numbers}'
                              "</div></div>", about)]  # fmt: skip
     for m in PLOTTED:
-        sections.append(html.section(m.key, m.words, _overlay(result["_records"], m)))
-    env_a, env_b = result["a"]["environment"] or {}, result["b"]["environment"] or {}
+        sections.append(html.section(m.key, m.words, _overlay((result.a.records, result.b.records), m)))
+    env_a, env_b = result.a.environment or {}, result.b.environment or {}
     env_rows = [(k, str(env_a.get(k, "-")), str(env_b.get(k, "-"))) for k in dict.fromkeys([*env_a, *env_b])]
     sections.append(html.section("setup", "Environment", html.table(("", "A", "B"), env_rows, cls="kv")))
-    subtitle = f"A = {result['a']['dir']} · B = {result['b']['dir']}"
+    subtitle = f"A = {result.a.dir} · B = {result.b.dir}"
     nav = [
         ("ratios", "Ratios"),
         *((m.key, m.words) for m in PLOTTED),
