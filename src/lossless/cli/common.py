@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -26,10 +27,20 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            exit_interrupted("interrupted")
 
     return wrapper
+
+
+def exit_interrupted(message: str | None = None) -> NoReturn:
+    """Exit 130, as a shell reports Ctrl-C. A further Ctrl-C is ignored from here on: arriving while the
+    interpreter shuts down, after the results are written, it killed the process with SIGINT instead
+    (Python puts back the default action at shutdown for a Python handler, but not for an ignored
+    signal; blocking it in this thread was not enough, another thread took it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if message:
+        click.echo(message, err=True)
+    sys.exit(130)
 
 
 class FiniteFloat(click.FloatRange):

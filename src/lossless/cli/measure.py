@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from lossless.cli.common import SECONDS, SEED, FiniteFloat, friendly_errors, output_flags, outputs
+from lossless.cli.common import (
+    SECONDS,
+    SEED,
+    FiniteFloat,
+    exit_interrupted,
+    friendly_errors,
+    output_flags,
+    outputs,
+)
 from lossless.options import BenchOptions, ProbeOptions, VerifyOptions, int_list
 
 BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
@@ -68,7 +76,7 @@ def bench(urls: tuple[str, ...], concurrency: str | None, **opts: Any) -> None:
     console = people_console(stderr=options.as_json)
     show.emit(summary, records, console, options.as_json, options.out_dir, options.html)
     if summary.interrupted:
-        sys.exit(130)
+        exit_interrupted()
 
 
 @click.command()
