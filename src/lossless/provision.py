@@ -61,19 +61,15 @@ def serve_embedded(spec: Embedded, *, speculative: bool = False) -> Iterator[Ser
     dtype, reason = resolve_dtype(spec.dtype)
     plain = ServeConfig(port=0, model=spec.model, dtype=dtype)
     loaded = load_model(plain)
+    sides = {"embedded": plain}
+    if speculative:
+        sides = {"plain": plain, "speculative": replace(plain, speculative=spec.speculative)}
     with ExitStack() as stack:
-        if not speculative:
-            url = stack.enter_context(start_embedded(plain, loaded=loaded))
-            yield Served((Endpoint("embedded", url, loaded.name),), loaded.name, dtype, reason)
-            return
-        urls = [
-            stack.enter_context(start_embedded(config, loaded=loaded))
-            for config in (plain, replace(plain, speculative=spec.speculative))
-        ]
-        pair = tuple(
-            Endpoint(name, url, loaded.name) for name, url in zip(("plain", "speculative"), urls, strict=True)
+        found = tuple(
+            Endpoint(name, stack.enter_context(start_embedded(config, loaded=loaded)), loaded.name)
+            for name, config in sides.items()
         )
-        yield Served(pair, loaded.name, dtype, reason)
+        yield Served(found, loaded.name, dtype, reason)
 
 
 @contextmanager
