@@ -20,6 +20,7 @@ from typing import Any
 from lossless import endpoints as ep
 from lossless import provision
 from lossless.analyze import RunInfo, Summary, parse_slo, summarize
+from lossless.analyze.clients import client_table, saturation_warnings
 from lossless.atomic import atomic_path
 from lossless.client.call import CallOptions
 from lossless.errors import EndpointError
@@ -40,6 +41,8 @@ class BenchPlan:
     tokenizer: str | None  # --tokenizer, which counts N_out when a server sends no usage
     settings: Mapping[str, Any]  # as the user gave them, for summary.json's config block (no secrets)
     by_class: bool = False  # also compare the endpoints prompt class by prompt class (demo)
+    workers: int | None = None  # load processes: None or 1 in this one, unless ray is given
+    ray: str | None = None  # a Ray cluster's address, or "local": the workers run as Ray tasks
 
 
 def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
@@ -76,8 +79,10 @@ def plan(options: BenchOptions) -> BenchPlan:
         records_path=None if o.out_dir is None else o.out_dir / "records.jsonl",
     )  # fmt: skip
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
-    settings = {"slo": o.slo, "timeouts_s": timeouts}
-    return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings)
+    settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}
+    settings |= {"workers": o.workers or 1, "ray": o.ray} if o.workers or o.ray else {}
+    return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings,
+                     workers=o.workers, ray=o.ray)  # fmt: skip
 
 
 def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
@@ -92,8 +97,14 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
     if config.requests is not None:
         total = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
     loop_name, factory = loop_factory()
-    with _progress(total) as on_record, asyncio.Runner(loop_factory=factory) as runner:
-        result = runner.run(_stoppable(config, on_record))
+    with _progress(total) as on_record:
+        if (bench_plan.workers or 1) > 1 or bench_plan.ray is not None:
+            from lossless.workers import driver
+
+            result = driver.run(config, bench_plan.workers, bench_plan.ray, on_record)
+        else:
+            with asyncio.Runner(loop_factory=factory) as runner:
+                result = runner.run(_stoppable(config, on_record))
     given = None if count is None or not bench_plan.tokenizer else (bench_plan.tokenizer, count)
     records = fill_n_out(
         result.records, config.endpoints, given, lambda e: listed_models(e, config.connect_timeout)
@@ -102,8 +113,11 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
         with atomic_path(config.records_path) as tmp:
             write_jsonl(tmp, records)
     prices = {e.name: (e.price_in, e.price_out) for e in config.endpoints}
+    workers = len({c.worker for c in result.clients}) or 1
+    warnings = (*result.notes, *saturation_warnings(result.clients))
     info = RunInfo(bench_plan.tokenizer, loop_name, result.interrupted, config_block(bench_plan),
-                   environment(started, loop_name))  # fmt: skip
+                   environment(started, loop_name), workers, client_table(result.clients),
+                   warnings)  # fmt: skip
     summary = summarize(
         records, prices, spec=result.spec, slo=bench_plan.slo, stall_s=bench_plan.stall_s, run=info,
         class_seed=config.seed if bench_plan.by_class else None,

@@ -15,6 +15,7 @@ from lossless.provision import Embedded
 from lossless.verify.budget import BUDGETS, Budget, parse_budget
 
 MAX_CONCURRENCY = 100_000  # in flight per endpoint, each a task and a socket: past this, memory runs out
+MAX_WORKERS = 4096  # load-generating processes (each an interpreter of ~100 MB)
 
 
 def int_list(text: str, option: str, most: int = MAX_CONCURRENCY) -> tuple[int, ...]:
@@ -55,8 +56,14 @@ class BenchOptions:
     as_json: bool = False  # summary JSON on stdout, table on stderr
     out_dir: Path | None = None  # records.jsonl, summary.json, summary.csv
     html: Path | None = None  # a self-contained HTML report with plots
+    workers: int | None = None  # load-generating processes; None: one (or, with ray, one per cluster CPU)
+    ray: str | None = None  # run the workers as Ray tasks: a cluster's address, or "local" to start one
 
     def __post_init__(self) -> None:
+        if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
+            raise UsageError(f"--workers wants 1 to {MAX_WORKERS:,}, got {self.workers}")
+        if self.ray == "":
+            raise UsageError("--ray: give a cluster address (host:6379, ray://host:10001, auto) or no value")
         if self.urls and self.endpoints_file:
             raise UsageError("give endpoint URLs or --endpoints FILE, not both")
         if self.rate is not None and self.concurrency is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,10 +61,34 @@ class RequestRecord:
     server_headers: tuple[tuple[str, str], ...]  # raw timing, id and identity headers, parsed in analyze
     served_model: str | None = None  # the response's "model" (what the server says it ran)
     system_fingerprint: str | None = None  # the response's system_fingerprint (its backend configuration)
+    # Where and on which clock it was measured. ``*_ns`` + wall_anchor_ns = Unix time (ns) on the measuring
+    # process's wall clock; + clock_offset_ns = on the driver's (bench --workers / --ray), measured by
+    # round trips, to within clock_offset_err_ns. Records of older versions carry none of these.
+    worker: int = 0  # which load-generating process (0 in a one-process run)
+    host: str | None = None  # the machine it ran on
+    wall_anchor_ns: int | None = None
+    clock_offset_ns: int = 0
+    clock_offset_err_ns: int = 0
 
     @property
     def ok(self) -> bool:
         return self.error_kind is None
+
+
+@dataclass(frozen=True)
+class ClientLoad:
+    """How busy one load-generating process was during one load level: its own CPU time (user + system)
+    over the level's wall time. Near 1.0 it was saturated, and its timestamps came late."""
+
+    worker: int
+    host: str
+    load: str  # load level label
+    cpu_s: float
+    wall_s: float
+
+    @property
+    def busy(self) -> float:
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
 _FIELDS = tuple(f.name for f in fields(RequestRecord))
@@ -84,6 +108,35 @@ def from_json(line: str) -> RequestRecord:
         values[name] = tuple(values[name])
     values["server_headers"] = tuple((k, v) for k, v in values["server_headers"])
     return RequestRecord(**values)
+
+
+def on_one_timeline(records: list[RequestRecord]) -> list[RequestRecord]:
+    """The records with every ``*_ns`` time moved onto one clock: the driver's wall clock, relative to the
+    first record's, so that records measured by several processes or machines compare across records
+    (spans, arrivals, plots). Times within a record, and so every per-request metric, do not change.
+    Records without a wall anchor (older versions) are returned as they are."""
+    if not records or any(r.wall_anchor_ns is None for r in records):
+        return records
+
+    def shift(r: RequestRecord) -> int:
+        assert r.wall_anchor_ns is not None
+        return r.wall_anchor_ns + r.clock_offset_ns
+
+    base = shift(records[0])
+    if all(shift(r) == base for r in records):
+        return records
+    return [_moved(r, shift(r) - base) for r in records]
+
+
+def _moved(r: RequestRecord, by: int) -> RequestRecord:
+    if by == 0:
+        return r
+    return replace(
+        r, scheduled_ns=r.scheduled_ns + by, sent_ns=r.sent_ns + by,
+        headers_ns=None if r.headers_ns is None else r.headers_ns + by,
+        event_ns=tuple(t + by for t in r.event_ns), end_ns=None if r.end_ns is None else r.end_ns + by,
+        wall_anchor_ns=None if r.wall_anchor_ns is None else r.wall_anchor_ns - by,
+    )  # fmt: skip
 
 
 class JsonlWriter:

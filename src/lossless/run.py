@@ -11,22 +11,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lossless.client.call import CallCancelled, CallOptions, Job, call
+from lossless.client.call import CallCancelled, CallOptions, Job, call, unfinished
 from lossless.client.http import Session
 from lossless.client.prometheus import scrape
 from lossless.endpoints import Endpoint, api_key
-from lossless.records import JsonlWriter, RequestRecord
+from lossless.records import ClientLoad, JsonlWriter, RequestRecord
 from lossless.workload.arrivals import gamma, poisson
 from lossless.workload.prompts import Prompt, prompts
 
 Clock = Callable[[], int]
 OnRecord = Callable[[RequestRecord], None]  # called on the event loop: must return at once
+HOST = socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,24 @@ class BenchConfig:
     # closed loop, one request at a time over all endpoints, taking turns to go first (prompt i to each,
     # then prompt i+1): endpoints sharing one machine (demo: two servers, one CPU) never slow each other
     serial: bool = False
+    # this process's share of the load when several processes make it (bench --workers / --ray): of each
+    # level's concurrency the slots worker, worker + workers, ...; of an open loop's arrivals (drawn from
+    # the same seed in every worker) every workers-th, starting at worker
+    worker: int = 0
+    workers: int = 1
+    start_ns: int | None = None  # on this process's clock: the open loop's time zero, shared by the workers
+
+    def share(self, concurrency: int) -> int:
+        """How many of a closed loop's ``concurrency`` slots this worker runs (the remainder spread)."""
+        return concurrency // self.workers + (1 if self.worker < concurrency % self.workers else 0)
+
+    def owns(self, i: int, concurrency: int | None) -> bool:
+        """Whether request ``i`` is this worker's: closed loop, by the slot it falls in (so a worker's share
+        of requests follows its share of the concurrency); open loop, every workers-th arrival."""
+        if self.workers == 1:
+            return True
+        slot = i if concurrency is None else i % concurrency
+        return slot % self.workers == self.worker
 
 
 @dataclass
@@ -69,6 +89,8 @@ class RunResult:
     # (endpoint name, load label) -> (counters before, counters after), when /metrics answered
     spec: dict[tuple[str, str], tuple[dict[str, float], dict[str, float]]] = field(default_factory=dict)
     interrupted: bool = False
+    clients: list[ClientLoad] = field(default_factory=list)  # each load process's CPU per level
+    notes: list[str] = field(default_factory=list)  # what went wrong with the run itself (a worker died)
 
 
 class _PromptPool:
@@ -84,8 +106,13 @@ class _PromptPool:
 
 
 class _Run:
-    def __init__(self, cfg: BenchConfig, clock: Clock, result: RunResult, on_record: OnRecord | None) -> None:
+    def __init__(
+        self, cfg: BenchConfig, clock: Clock, result: RunResult, on_record: OnRecord | None,
+        on_start: OnRecord | None = None,
+    ) -> None:  # fmt: skip
         self.cfg, self.clock, self.result, self.on_record = cfg, clock, result, on_record
+        self.on_start = on_start  # gets, as each attempt is sent, the record it would leave if lost
+        self.wall_anchor_ns = time.time_ns() - clock()  # clock() + this = Unix time, in ns
         self.pool = _PromptPool(prompts(cfg.suite, random.Random(cfg.seed)))
         self.rng = random.Random(cfg.seed + 1)  # retry jitter
         self.writer = JsonlWriter(cfg.records_path) if cfg.records_path else None
@@ -94,7 +121,11 @@ class _Run:
             for e in cfg.endpoints
         }
 
+    def stamped(self, record: RequestRecord) -> RequestRecord:
+        return replace(record, worker=self.cfg.worker, host=HOST, wall_anchor_ns=self.wall_anchor_ns)
+
     def emit(self, record: RequestRecord) -> None:
+        record = self.stamped(record)
         self.result.records.append(record)
         if self.writer:
             self.writer.write(record)
@@ -104,6 +135,9 @@ class _Run:
     async def attempts(self, job: Job) -> None:
         session = self.sessions[job.endpoint.name]
         for attempt in range(self.cfg.retries + 1):
+            if self.on_start is not None:
+                lost = unfinished(job, attempt, self.cfg.call, self.clock(), "worker_lost", "worker lost")
+                self.on_start(self.stamped(lost))
             try:
                 record = await call(session, job, attempt, self.cfg.call, self.clock)
             except CallCancelled as cancelled:
@@ -130,8 +164,9 @@ class _Run:
                 continue
             async with asyncio.TaskGroup() as tg:
                 for endpoint in cfg.endpoints:
-                    counter = iter(range(first, stop if stop is not None else 1 << 62))
-                    for _ in range(level.concurrency):
+                    indices = range(first, stop if stop is not None else 1 << 62)
+                    counter = (i for i in indices if cfg.owns(i, level.concurrency))
+                    for _ in range(cfg.share(level.concurrency)):
                         tg.create_task(self._worker(endpoint, counter, level, deadline))
 
     async def _worker(
@@ -162,8 +197,8 @@ class _Run:
             poisson(level.rate, rng) if level.burstiness == 1.0 else gamma(level.rate, level.burstiness, rng)
         )
         total = None if cfg.requests is None else cfg.warmup + cfg.requests
-        slots = asyncio.Semaphore(cfg.max_in_flight)
-        start_ns, deadline = self.clock(), self._deadline()
+        slots = asyncio.Semaphore(max(1, cfg.max_in_flight // cfg.workers))
+        start_ns, deadline = cfg.start_ns if cfg.start_ns is not None else self.clock(), self._deadline()
         n = len(cfg.endpoints)
         async with asyncio.TaskGroup() as tg:
             for i, offset in enumerate(gaps):
@@ -175,6 +210,8 @@ class _Run:
                 wait = (scheduled - self.clock()) / 1e9
                 if deadline is not None and time.monotonic() + wait >= deadline:
                     break  # the next arrival falls after --duration: do not sleep until it
+                if not cfg.owns(i, None):
+                    continue
                 await asyncio.sleep(max(0.0, wait))
                 for k in range(n):
                     endpoint = cfg.endpoints[(i + k) % n]  # rotate who goes first
@@ -185,14 +222,7 @@ class _Run:
             await self.attempts(job)
 
     async def scrape_all(self) -> dict[str, dict[str, float]]:
-        if not self.cfg.scrape_metrics:
-            return {}
-        found = {}
-        for e in self.cfg.endpoints:
-            counters = await scrape(self.sessions[e.name], e.base_url)
-            if counters:
-                found[e.name] = counters
-        return found
+        return await _scrape(self.sessions, self.cfg.endpoints) if self.cfg.scrape_metrics else {}
 
     async def close(self) -> None:
         for s in self.sessions.values():
@@ -202,11 +232,14 @@ class _Run:
 
 
 async def run_bench(
-    cfg: BenchConfig, clock: Clock = time.perf_counter_ns, on_record: OnRecord | None = None
+    cfg: BenchConfig,
+    clock: Clock = time.perf_counter_ns,
+    on_record: OnRecord | None = None,
+    on_start: OnRecord | None = None,
 ) -> RunResult:
     """Run every load level in turn; on cancellation (Ctrl-C) keep what finished and return."""
     result = RunResult()
-    run = _Run(cfg, clock, result, on_record)
+    run = _Run(cfg, clock, result, on_record, on_start)
     try:
         with frozen_heap():
             await _levels(run, cfg, result)
@@ -220,11 +253,42 @@ async def run_bench(
 async def _levels(run: _Run, cfg: BenchConfig, result: RunResult) -> None:
     for level in cfg.loads:
         before = await run.scrape_all()
-        await (run.open(level) if level.rate is not None else run.closed(level))
+        cpu, wall = time.process_time(), time.monotonic()
+        try:
+            await (run.open(level) if level.rate is not None else run.closed(level))
+        finally:
+            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+            result.clients.append(ClientLoad(cfg.worker, HOST, level.label, cpu, wall))
         after = await run.scrape_all()
         for name, counters in after.items():
             if name in before:
                 result.spec[(name, level.label)] = (before[name], counters)
+
+
+async def _scrape(
+    sessions: dict[str, Session], endpoints: tuple[Endpoint, ...]
+) -> dict[str, dict[str, float]]:
+    found = {}
+    for e in endpoints:
+        counters = await scrape(sessions[e.name], e.base_url)
+        if counters:
+            found[e.name] = counters
+    return found
+
+
+def scrape_once(cfg: BenchConfig) -> dict[str, dict[str, float]]:
+    """Every endpoint's /metrics counters, read now on sessions of its own (a driver between levels)."""
+
+    async def read() -> dict[str, dict[str, float]]:
+        sessions = {e.name: Session(e.base_url, dict(e.headers), api_key(e), cfg.connect_timeout)
+                    for e in cfg.endpoints}  # fmt: skip
+        try:
+            return await _scrape(sessions, cfg.endpoints)
+        finally:
+            for session in sessions.values():
+                await session.aclose()
+
+    return asyncio.run(read()) if cfg.scrape_metrics else {}
 
 
 def loop_factory(name: str = "auto") -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:

@@ -248,6 +248,9 @@ class RunInfo:
     interrupted: bool  # Ctrl-C or SIGTERM: the numbers cover the requests that finished
     config: Mapping[str, Any]  # the settings, without secrets (``bench.config_block``)
     environment: Mapping[str, Any]  # versions, platform, start time (``bench.environment``)
+    workers: int = 1  # load-generating processes (bench --workers / --ray)
+    clients: tuple[Mapping[str, Any], ...] = ()  # each process's CPU per level (``analyze.clients``)
+    warnings: tuple[str, ...] = ()  # what went wrong with the measuring itself: saturation, a lost worker
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunInfo:
@@ -257,8 +260,11 @@ class RunInfo:
         interrupted = d.get("interrupted", False)
         if not isinstance(interrupted, bool):
             raise TypeError(f"interrupted is {type(interrupted).__name__}, not true or false")
+        clients = tuple(_obj(c) for c in _list(d.get("clients", []), "clients"))
+        warnings = tuple(_str(w, "warnings") for w in _list(d.get("warnings", []), "warnings"))
         return cls(tokenizer, str(d.get("event_loop", "")), interrupted, _obj(d.get("config") or {}),
-                   _obj(d.get("environment") or {}))  # fmt: skip
+                   _obj(d.get("environment") or {}), _int(d.get("workers", 1), "workers"), clients,
+                   warnings)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from lossless.analyze.result import (
 from lossless.analyze.server import served_by, server_times, spec_stats, tally
 from lossless.analyze.stats import describe
 from lossless.analyze.timing import Timing, meets, timing
-from lossless.records import RequestRecord
+from lossless.records import RequestRecord, on_one_timeline
 
 Counters = tuple[Mapping[str, float], Mapping[str, float]]  # a server's /metrics before and after
 
@@ -40,6 +40,7 @@ def summarize(
     ``run``: what bench knows of the run besides its records. ``class_seed``: also compare the endpoints
     prompt class by prompt class, bootstrapped from this seed. ``rebuilt``: the records are all there is
     of the run (summary.json was lost)."""
+    records = on_one_timeline(list(records))  # measured by several processes: one clock across records
     order = {name: i for i, name in enumerate(prices)}
     groups: dict[tuple[str, str], list[RequestRecord]] = {}
     for r in records:

@@ -18,7 +18,7 @@ from lossless.cli.common import (
     output_flags,
     outputs,
 )
-from lossless.options import BenchOptions, ProbeOptions, VerifyOptions, int_list
+from lossless.options import MAX_WORKERS, BenchOptions, ProbeOptions, VerifyOptions, int_list
 
 BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
 B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
@@ -56,6 +56,21 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 @click.option("--slo", default=None, help="Goodput objectives in ms, e.g. ttft=500,tpot=50,e2e=5000.")
 @click.option("--stall-threshold", default=B.stall_threshold, show_default=True, type=SECONDS)
 @click.option("--seed", default=B.seed, show_default=True, type=SEED)
+@click.option(
+    "--workers",
+    default=None,
+    type=click.IntRange(1, MAX_WORKERS),
+    help="Load-generating processes sharing the load [default: 1; with --ray, one per cluster CPU].",
+)
+@click.option(
+    "--ray",
+    default=None,
+    is_flag=False,
+    flag_value="local",
+    metavar="[ADDRESS]",
+    help="Run the workers as Ray tasks on the cluster at ADDRESS (host:6379, ray://host:10001, auto), "
+    "or on a Ray started for the run when no address is given. Needs lossless[ray].",
+)
 @click.option(
     "--tokenizer",
     default=None,

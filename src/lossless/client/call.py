@@ -204,6 +204,14 @@ async def _whole(resp: Response, acc: _Acc, opts: CallOptions, clock: Callable[[
     acc.end_ns = t
 
 
+def unfinished(
+    job: Job, attempt: int, opts: CallOptions, sent: int, kind: str, message: str
+) -> RequestRecord:
+    """The record an attempt sent at ``sent`` leaves when nothing of it comes back (its process was lost):
+    no answer, ended when it was sent; whoever learns of the loss sets the end."""
+    return _record(job, attempt, opts, sent, sent, _Acc(), kind, message)
+
+
 def _record(
     job: Job,
     attempt: int,

@@ -104,3 +104,5 @@ def render(summary: Summary, console: Console) -> None:
             console.print(escape(f"[{c.load}] {c.text}"))  # "[c=1]" is not a style
     if summary.interrupted:
         console.print("[bold]interrupted[/bold]: results cover the requests that finished")
+    for warning in summary.run.warnings if summary.run is not None else ():
+        console.print("[bold]warning[/bold]: " + escape(warning))
