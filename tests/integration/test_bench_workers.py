@@ -207,3 +207,35 @@ def test_local_ray_cluster(server: ScriptedServer, tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["config"]["ray"] == "local"
     _check_merged(list(read_jsonl(tmp_path / "records.jsonl")), summary, 12, {"c=3": 3, "c=4": 4})
+
+
+def test_runs_made_at_the_same_time_merge_into_one(server: ScriptedServer, tmp_path: Path) -> None:
+    """Two bench runs at once (as on two machines), then `report A B --out M`: one summary of all records."""
+    server.script(default=QUICK)
+    runs = [tmp_path / "a", tmp_path / "b"]
+    args = ("bench", server.url, "--model", "m", "--concurrency", "2", "--requests", "10")
+    procs = [
+        subprocess.Popen(_lossless(*args, "--workers", str(w), "--out", str(d)), stdout=subprocess.DEVNULL)
+        for w, d in zip((2, 1), runs, strict=True)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    merged_dir = tmp_path / "merged"
+    done = subprocess.run(_lossless("report", *map(str, runs), "--out", str(merged_dir)), capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(merged_dir / "report.html") and (merged_dir / "report.html").exists()
+    records = list(read_jsonl(merged_dir / "records.jsonl"))
+    assert len(records) == 20
+    assert sorted((r.worker, r.request_index) for r in records) == sorted(
+        [((i % 2) % 2, i) for i in range(10)] + [(2, 10 + i) for i in range(10)]
+    )  # run a's workers 0 and 1, run b's worker renumbered 2; b's requests after a's
+    summary = json.loads((merged_dir / "summary.json").read_text())
+    assert summary["workers"] == 3 and len(summary["endpoints"]) == 1
+    entry = summary["endpoints"][0]
+    assert entry["requests"]["ok"] == 20
+    for key in ("ttft", "e2e"):
+        expected = describe([getattr(timing(r), key) for r in records])
+        for stat in ("n", "p50", "p99", "max"):
+            assert entry[f"{key}_ms"][stat] == pytest.approx(expected.get(stat), rel=1e-12)
+    bad = subprocess.run(_lossless("report", *map(str, runs)), capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--out" in bad.stderr

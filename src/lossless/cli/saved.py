@@ -7,21 +7,38 @@ from pathlib import Path
 import click
 
 from lossless import checks
-from lossless.cli.common import friendly_errors, json_flag
+from lossless.atomic import atomic_path
+from lossless.cli.common import friendly_errors, json_flag, outputs
+from lossless.cli.measure import BENCH_FILES
+from lossless.errors import UsageError
 
 
 @click.command("report")
-@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument(
+    "run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False)
+)
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), help="HTML file [default: RUN_DIR/report.html]."
 )
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="With several RUN_DIRs (bench runs made at the same time on several machines): write the merged "
+    "records.jsonl, summary.json, summary.csv and report.html here.",
+)
 @friendly_errors
-def report(run_dir: Path, output: Path | None) -> None:
+def report(run_dirs: tuple[Path, ...], output: Path | None, out_dir: Path | None) -> None:
     """One self-contained HTML report (plots, tables) of what bench/verify --out wrote in RUN_DIR.
 
-    A run stopped before it wrote summary.json is summarized from its records."""
+    A run stopped before it wrote summary.json is summarized from its records. Several RUN_DIRs (with
+    --out): one summary of them all, every percentile from all their records."""
     from lossless.report import html
 
+    if len(run_dirs) > 1 or out_dir is not None:
+        _merge(list(run_dirs), output, out_dir)
+        return
+    run_dir = run_dirs[0]
     target = output or run_dir / "report.html"
     checks.writable_file(target, "--output" if output else "the report")
     run = html.read_run(run_dir)
@@ -29,6 +46,24 @@ def report(run_dir: Path, output: Path | None) -> None:
     for note in run.notes:
         click.echo(f"note: {note}", err=True)
     click.echo(str(path))  # stdout is data: where the report is
+
+
+def _merge(run_dirs: list[Path], output: Path | None, out_dir: Path | None) -> None:
+    from lossless.console import people_console
+    from lossless.records import write_jsonl
+    from lossless.report import files, html, terminal
+    from lossless.report.merge import merge
+
+    if out_dir is None:
+        raise UsageError("several RUN_DIRs are merged into a new run: give --out DIR for it")
+    outputs(out_dir, (*BENCH_FILES, "report.html"), output)
+    merged = merge(run_dirs)
+    with atomic_path(out_dir / "records.jsonl") as tmp:
+        write_jsonl(tmp, merged.records)
+    files.write(merged.summary, out_dir)
+    terminal.render(merged.summary, people_console(stderr=True))  # stdout: where the report is
+    path = html.write(output or out_dir / "report.html", html.render_run(merged.summary, merged.records))
+    click.echo(str(path))
 
 
 @click.command()
