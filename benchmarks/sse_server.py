@@ -72,6 +72,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             for line in head.split(b"\r\n"):
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
+            if not length:  # bench's GET /metrics, between levels: none here
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                continue
             body = json.loads(await reader.readexactly(length))
             await _respond(writer, body)
     except (asyncio.IncompleteReadError, ConnectionError):
