@@ -73,6 +73,12 @@ def _setup(summary: Summary) -> str:
         parts.append(f"<div><h2>Endpoints</h2>{table(headers, rows)}</div>")
     if env:
         parts.append(f"<div><h2>Environment</h2>{_kv(env.items())}</div>")
+    clients = summary.run.clients if summary.run else ()
+    if clients:
+        rows = [(c["worker"], c["host"], c["load"], f"{c['cpu_s']:.2f}", f"{c['wall_s']:.2f}",
+                 f"{c['busy']:.0%}") for c in clients]  # fmt: skip
+        headers = ("worker", "host", "load", "CPU (s)", "wall (s)", "busy")
+        parts.append(f"<div><h2>Load generators</h2>{table(headers, rows)}</div>")
     about = "API keys are never recorded: only the name of the variable that held one."
     return section(
         "setup", "Configuration and environment", f'<div class="cols">{"".join(parts)}</div>', about
@@ -86,6 +92,7 @@ def render_run(
     notes: Sequence[str] = (),
 ) -> str:
     sections, nav = [], []
+    notes = [*notes, *(summary.run.warnings if summary is not None and summary.run is not None else ())]
     if notes:
         items = "".join(f"<li>{escape(n)}</li>" for n in notes)
         sections.append(section("notes", "Notes", f'<ul class="tight">{items}</ul>'))
