@@ -21,14 +21,23 @@ from lossless import endpoints as ep
 from lossless import provision
 from lossless.analyze import RunInfo, Summary, parse_slo, summarize
 from lossless.analyze.clients import client_table, saturation_warnings
+from lossless.analyze.summarize import attainment
 from lossless.atomic import atomic_path
+from lossless.capacity import Capacity, search
 from lossless.client.call import CallOptions
 from lossless.errors import EndpointError
-from lossless.options import BenchOptions
+from lossless.options import MAX_CONCURRENCY, BenchOptions
 from lossless.records import RequestRecord, write_jsonl
 from lossless.run import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
 from lossless.tokens import fill_n_out, listed_models, load_token_counter
 from lossless.workload.prompts import prompts
+
+
+@dataclass(frozen=True)
+class CapacitySpec:
+    target: float  # share of requests meeting every objective
+    precision: float  # relative
+    budget_s: float
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class BenchPlan:
     settings: Mapping[str, Any]  # as the user gave them, for summary.json's config block (no secrets)
     by_class: bool = False  # also compare the endpoints prompt class by prompt class (demo)
     workers: int | None = None  # load processes: None or 1 in this one, unless ray is given
+    capacity: CapacitySpec | None = None  # --find-capacity: search instead of running ``run.loads``
     ray: str | None = None  # a Ray cluster's address, or "local": the workers run as Ray tasks
 
 
@@ -68,7 +78,7 @@ def plan(options: BenchOptions) -> BenchPlan:
         load_token_counter(o.tokenizer)
     prompts(o.suite, random.Random(0))  # an unknown suite fails before any traffic
     if o.rate is not None:
-        loads: tuple[LoadLevel, ...] = (LoadLevel(rate=o.rate, burstiness=o.burstiness),)
+        loads: tuple[LoadLevel, ...] = tuple(LoadLevel(rate=r, burstiness=o.burstiness) for r in o.rate)
     else:
         loads = tuple(LoadLevel(concurrency=c) for c in o.concurrency or (1,))
     call = CallOptions(o.api, o.stream, o.max_tokens, o.timeout_first_token or None, o.timeout_total)
@@ -81,8 +91,13 @@ def plan(options: BenchOptions) -> BenchPlan:
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
     settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}
     settings |= {"workers": o.workers or 1, "ray": o.ray} if o.workers or o.ray else {}
+    capacity = None
+    if o.find_capacity is not None:
+        capacity = CapacitySpec(o.find_capacity, o.capacity_precision, o.capacity_budget)
+        settings["find_capacity"] = {"target": o.find_capacity, "precision": o.capacity_precision,
+                                     "budget_s": o.capacity_budget}  # fmt: skip
     return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings,
-                     workers=o.workers, ray=o.ray)  # fmt: skip
+                     workers=o.workers, ray=o.ray, capacity=capacity)  # fmt: skip
 
 
 def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
@@ -96,15 +111,13 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
     total = None
     if config.requests is not None:
         total = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
-    loop_name, factory = loop_factory()
-    with _progress(total) as on_record:
-        if (bench_plan.workers or 1) > 1 or bench_plan.ray is not None:
-            from lossless.workers import driver
-
-            result = driver.run(config, bench_plan.workers, bench_plan.ray, on_record)
+    loop_name, _ = loop_factory()
+    capacity = None
+    with _progress(None if bench_plan.capacity else total) as on_record:
+        if bench_plan.capacity is not None:
+            result, capacity = _search(bench_plan, on_record)
         else:
-            with asyncio.Runner(loop_factory=factory) as runner:
-                result = runner.run(_stoppable(config, on_record))
+            result = _execute(bench_plan, config, on_record)
     given = None if count is None or not bench_plan.tokenizer else (bench_plan.tokenizer, count)
     records = fill_n_out(
         result.records, config.endpoints, given, lambda e: listed_models(e, config.connect_timeout)
@@ -122,7 +135,45 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
         records, prices, spec=result.spec, slo=bench_plan.slo, stall_s=bench_plan.stall_s, run=info,
         class_seed=config.seed if bench_plan.by_class else None,
     )  # fmt: skip
-    return summary, records
+    return replace(summary, capacity=capacity), records
+
+
+def _execute(bench_plan: BenchPlan, config: BenchConfig, on_record: OnRecord | None) -> RunResult:
+    """``config``'s load levels, in this process or on workers."""
+    if (bench_plan.workers or 1) > 1 or bench_plan.ray is not None:
+        from lossless.workers import driver
+
+        return driver.run(config, bench_plan.workers, bench_plan.ray, on_record)
+    with asyncio.Runner(loop_factory=loop_factory()[1]) as runner:
+        return runner.run(_stoppable(config, on_record))
+
+
+def _search(bench_plan: BenchPlan, on_record: OnRecord | None) -> tuple[RunResult, Capacity]:
+    """--find-capacity: one level at a time, each next load chosen from the attainment of the last."""
+    config, spec = bench_plan.run, bench_plan.capacity
+    assert spec is not None
+    first = config.loads[0]
+    kind = "rate" if first.rate is not None else "concurrency"
+    merged = RunResult()
+
+    def probe(load: float) -> float | None:
+        level = replace(first, rate=load) if kind == "rate" else LoadLevel(concurrency=int(load))
+        found = _execute(bench_plan, replace(config, loads=(level,)), on_record)
+        merged.records += found.records
+        merged.spec |= found.spec
+        merged.clients += found.clients
+        merged.notes += found.notes
+        if found.interrupted:
+            merged.interrupted = True
+            return None
+        final = [r for r in found.records if not r.warmup]
+        return attainment(final, bench_plan.slo).get("all", 0.0)
+
+    start = first.rate if first.rate is not None else float(first.concurrency or 1)
+    most = 1e6 if kind == "rate" else float(MAX_CONCURRENCY)
+    capacity = search(probe, kind=kind, start=start, target=spec.target, slo_ms=bench_plan.slo,
+                      precision=spec.precision, budget_s=spec.budget_s, most=most)  # fmt: skip
+    return merged, capacity
 
 
 async def _stoppable(config: BenchConfig, on_record: OnRecord | None) -> RunResult:

@@ -29,6 +29,17 @@ def int_list(text: str, option: str, most: int = MAX_CONCURRENCY) -> tuple[int, 
     return values
 
 
+def float_list(text: str, option: str, lo: float = 1e-6, hi: float = 1e6) -> tuple[float, ...]:
+    """``"1,2.5,4"`` -> (1.0, 2.5, 4.0), each finite and in lo..hi."""
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"{option} wants numbers like 1,2,4, got {text!r}") from None
+    if not values or not all(lo <= v <= hi for v in values):  # (nan and inf fail this too)
+        raise UsageError(f"{option} wants numbers from {lo:g} to {hi:g} like 1,2,4, got {text!r}")
+    return values
+
+
 @dataclass(frozen=True)
 class BenchOptions:
     urls: tuple[str, ...] = ()  # base URLs; none (and no endpoints_file): the embedded server
@@ -40,7 +51,7 @@ class BenchOptions:
     stream: bool = True
     max_tokens: int = 128
     concurrency: tuple[int, ...] | None = None  # closed-loop levels run one after another; None: (1,)
-    rate: float | None = None  # open loop: arrivals per second (exclusive with concurrency)
+    rate: tuple[float, ...] | None = None  # open loop: arrivals per second, levels run in turn
     burstiness: float = 1.0  # gamma shape of the open-loop gaps; 1 = Poisson
     requests: int | None = None  # measured requests per endpoint and level (default 20 without duration)
     duration: float | None = None  # or: seconds of dispatching per level
@@ -57,6 +68,9 @@ class BenchOptions:
     out_dir: Path | None = None  # records.jsonl, summary.json, summary.csv
     html: Path | None = None  # a self-contained HTML report with plots
     workers: int | None = None  # load-generating processes; None: one (or, with ray, one per cluster CPU)
+    find_capacity: float | None = None  # share (0..1) of requests that must meet every --slo objective
+    capacity_precision: float = 0.05  # stop when held and missed loads are this close (relative)
+    capacity_budget: float = 600.0  # seconds of searching at most
     ray: str | None = None  # run the workers as Ray tasks: a cluster's address, or "local" to start one
 
     def __post_init__(self) -> None:
@@ -66,6 +80,11 @@ class BenchOptions:
             raise UsageError("--ray: give a cluster address (host:6379, ray://host:10001, auto) or no value")
         if self.urls and self.endpoints_file:
             raise UsageError("give endpoint URLs or --endpoints FILE, not both")
+        if self.find_capacity is not None:
+            if not self.slo:
+                raise UsageError("--find-capacity searches for the load that meets --slo: give --slo too")
+            if len(self.concurrency or self.rate or (1,)) > 1:
+                raise UsageError("--find-capacity starts from one --rate or --concurrency, not a list")
         if self.rate is not None and self.concurrency is not None:
             raise UsageError("choose --concurrency (closed loop) or --rate (open loop), not both")
         if self.tokenizer == "":

@@ -10,7 +10,9 @@ Control (same port): POST /_scripts {"default": script, "scripts": {key: script}
 A script is a dict: status, headers, head_delay, steps [[delay_s, kind, n_tokens]] with kind in
 content|reasoning|tool|role|malformed|error|number|object, usage ("final"|"each"|"none"), done,
 drop_after, body (of a non-200 answer), raw_body (of a 200 non-streamed one), reset (close before any
-answer), raw [[delay_s, text]] (the stream's bytes exactly) with drop (a reset instead of its end).
+answer), raw [[delay_s, text]] (the stream's bytes exactly) with drop (a reset instead of its end),
+capacity (requests/s: before answering, each request holds the server's one slot for 1/capacity s, so
+past that rate a queue grows and so does TTFT).
 Run: python scripted_server.py  -> prints the port on the first line of stdout.
 """
 
@@ -137,6 +139,9 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     STATE["log"].append(entry)
     if script.get("head_delay"):
         await asyncio.sleep(script["head_delay"])
+    if rate := script.get("capacity"):  # one request at a time, 1/rate s each: past `rate`/s a queue grows
+        async with STATE.setdefault("slot", asyncio.Lock()):
+            await asyncio.sleep(1 / rate)
     if script.get("stagger_ms"):  # spread otherwise lock-step streams, as arrival times would
         await asyncio.sleep((STATE["n"] % 16) * script["stagger_ms"] / 1000)
     if script.get("reset"):  # the connection dies before any answer

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lossless.analyze.metrics import CI_STATS, METRICS
+from lossless.capacity import Capacity
 
 Counts = Mapping[str, int]  # a value -> how many requests had it
 
@@ -147,6 +148,7 @@ class GroupStats:
     server_ms: Mapping[str, Distribution]  # server-side timing header -> its values
     cost_per_ok_request_usd: float | None  # None without prices
     served_by: ServedBy
+    slo_attainment: Mapping[str, float] = field(default_factory=dict)  # objective (and "all") -> share
 
     def stat(self, metric: str, stat: str) -> float | None:
         return self.metrics[metric].get(stat) if metric in self.metrics else None
@@ -159,6 +161,7 @@ class GroupStats:
             "window_s": self.window_s, "throughput": _plain(self.throughput),
             "server_ms": {k: d.as_dict() for k, d in self.server_ms.items()},
             "cost_per_ok_request_usd": self.cost_per_ok_request_usd, "served_by": _plain(self.served_by),
+            "slo_attainment": dict(self.slo_attainment),
         }  # fmt: skip
 
     @classmethod
@@ -172,6 +175,7 @@ class GroupStats:
             Stalls.from_dict(d["stalls"]), _opt(d.get("window_s"), "window_s"),
             Throughput.from_dict(d["throughput"]), server, _opt(d.get("cost_per_ok_request_usd"), "cost"),
             ServedBy.from_dict(d.get("served_by", {})),
+            {k: _num(v, k) for k, v in _obj(d.get("slo_attainment", {})).items()},
         )  # fmt: skip
 
 
@@ -278,6 +282,7 @@ class Summary:
     run: RunInfo | None = None  # None: summarized from records alone (tests, a rebuilt summary)
     class_comparisons: tuple[ClassComparison, ...] | None = None  # prompt class by class (demo)
     rebuilt_from_records: bool = False  # summary.json was missing: made again from records.jsonl
+    capacity: Capacity | None = None  # bench --find-capacity
 
     @property
     def interrupted(self) -> bool:
@@ -296,6 +301,8 @@ class Summary:
             out["class_comparisons"] = [c.as_dict() for c in self.class_comparisons]
         if self.rebuilt_from_records:
             out["rebuilt_from_records"] = True
+        if self.capacity is not None:
+            out["capacity"] = self.capacity.as_dict()
         return out
 
     @classmethod
@@ -310,7 +317,8 @@ class Summary:
             by_class = tuple(ClassComparison.from_dict(c) for c in _list(by_class, "class_comparisons"))
         rebuilt = d.get("rebuilt_from_records") is True
         stall_s = _num(d.get("stall_threshold_s", 1.0), "stall_threshold_s")
-        return cls(endpoints, comparisons, slo, stall_s, run, by_class, rebuilt)
+        capacity = None if d.get("capacity") is None else Capacity.from_dict(_obj(d["capacity"]))
+        return cls(endpoints, comparisons, slo, stall_s, run, by_class, rebuilt, capacity)
 
 
 # --- to and from JSON ---------------------------------------------------------------------------------

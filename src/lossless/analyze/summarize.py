@@ -96,7 +96,19 @@ def _group(
         server_ms=_server(ok, seed),
         cost_per_ok_request_usd=_cost(attempts, len(ok), price),
         served_by=served_by(final),
+        slo_attainment=attainment(final, slo),
     )
+
+
+def attainment(final: Sequence[RequestRecord], slo: Mapping[str, float]) -> dict[str, float]:
+    """The share of requests meeting each objective, and every one ("all"). A failed request meets none;
+    one cut off by the run's end (cancelled) is not counted. Empty without objectives or requests."""
+    counted = [r for r in final if r.error_kind != "cancelled" and not r.retried]
+    if not slo or not counted:
+        return {}
+    times = [timing(r) for r in counted if r.ok]
+    shares = {name: sum(meets(t, {name: limit}) for t in times) / len(counted) for name, limit in slo.items()}
+    return shares | {"all": sum(meets(t, slo) for t in times) / len(counted)}
 
 
 def _requests(attempts: Sequence[RequestRecord], final: Sequence[RequestRecord]) -> Requests:

@@ -18,7 +18,7 @@ from lossless.cli.common import (
     output_flags,
     outputs,
 )
-from lossless.options import MAX_WORKERS, BenchOptions, ProbeOptions, VerifyOptions, int_list
+from lossless.options import MAX_WORKERS, BenchOptions, ProbeOptions, VerifyOptions, float_list, int_list
 
 BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
 B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
@@ -35,7 +35,7 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 @click.option("--max-tokens", default=B.max_tokens, show_default=True, type=click.IntRange(1))
 @click.option("--concurrency", default=None, help="Requests in flight per endpoint; a list (1,4,16) sweeps.")
 # an arrival in 11 days to a million a second; outside, a typo (and 1e-300 overflowed the schedule)
-@click.option("--rate", default=None, type=FiniteFloat(1e-6, 1e6), help="Open loop: arrivals/s.")
+@click.option("--rate", default=None, help="Open loop: arrivals/s; a list (1,2,4) sweeps.")
 @click.option("--burstiness", default=B.burstiness, show_default=True, type=FiniteFloat(1e-3, 1e3))
 @click.option("--requests", default=None, type=click.IntRange(1), help="Measured requests [default: 20].")
 @click.option("--duration", default=None, type=SECONDS, help="Or: seconds.")
@@ -56,6 +56,18 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 @click.option("--slo", default=None, help="Goodput objectives in ms, e.g. ttft=500,tpot=50,e2e=5000.")
 @click.option("--stall-threshold", default=B.stall_threshold, show_default=True, type=SECONDS)
 @click.option("--seed", default=B.seed, show_default=True, type=SEED)
+@click.option(
+    "--find-capacity",
+    default=None,
+    type=FiniteFloat(1, 100),
+    metavar="PERCENT",
+    help="Search for the highest load (from --rate, or --concurrency) at which PERCENT of requests meet "
+    "every --slo objective: doubling, then bisecting.",
+)
+@click.option(
+    "--capacity-precision", default=B.capacity_precision, show_default=True, type=FiniteFloat(0.001, 1)
+)
+@click.option("--capacity-budget", default=B.capacity_budget, show_default=True, type=SECONDS)
 @click.option(
     "--workers",
     default=None,
@@ -78,14 +90,18 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 )
 @output_flags("Summary", "records and summaries")
 @friendly_errors
-def bench(urls: tuple[str, ...], concurrency: str | None, **opts: Any) -> None:
+def bench(
+    urls: tuple[str, ...], concurrency: str | None, rate: str | None, find_capacity: float | None, **opts: Any
+) -> None:
     """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
     from lossless import bench as stage
     from lossless.console import people_console
     from lossless.report import bench as show
 
     levels = None if concurrency is None else int_list(concurrency, "--concurrency")
-    options = BenchOptions(urls=urls, concurrency=levels, **opts)
+    rates = None if rate is None else float_list(rate, "--rate")
+    share = None if find_capacity is None else find_capacity / 100
+    options = BenchOptions(urls=urls, concurrency=levels, rate=rates, find_capacity=share, **opts)
     outputs(options.out_dir, BENCH_FILES, options.html)
     summary, records = stage.run(options)
     console = people_console(stderr=options.as_json)

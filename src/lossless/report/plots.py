@@ -198,9 +198,12 @@ def sweep(summary: Summary) -> Figure | None:
         return None
     series = []
     for name, es in by_name.items():
-        pts = [(e.overall.throughput.output_tokens_per_s, e.overall.stat("e2e_ms", "p50")) for e in es]
-        keep = [(x, y) for x, y in pts if x is not None and y is not None]
-        tips = [f"{name} {e.load}: {x:,.1f} tok/s, {y:,.0f} ms" for e, (x, y) in zip(es, keep, strict=False)]
+        pts = [
+            (e.overall.throughput.output_tokens_per_s, e.overall.stat("e2e_ms", "p50"), e.load) for e in es
+        ]
+        kept = sorted((x, y, load) for x, y, load in pts if x is not None and y is not None)  # a search's
+        keep = [(x, y) for x, y, _ in kept]  # levels come in the order tried: draw them by throughput
+        tips = [f"{name} {load}: {x:,.1f} tok/s, {y:,.0f} ms" for x, y, load in kept]
         series.append(svg.Series(name, keep, kind="line"))
         series.append(svg.Series(name, keep, kind="points", tips=tips))
     chart = svg.Chart("Throughput against latency", "output tokens per second (all requests)",
@@ -209,15 +212,23 @@ def sweep(summary: Summary) -> Figure | None:
     rows = [
         (e.name, e.load, num(e.overall.throughput.output_tokens_per_s, 1),
          num(e.overall.throughput.requests_per_s, 2), ttft.fmt(e.overall.stat(ttft.key, "p50")),
-         e2e.fmt(e.overall.stat(e2e.key, "p50")), e2e.fmt(e.overall.stat(e2e.key, "p99")))
+         e2e.fmt(e.overall.stat(e2e.key, "p50")), e2e.fmt(e.overall.stat(e2e.key, "p99")),
+         _met(e.overall.slo_attainment.get("all")))
         for e in entries
     ]  # fmt: skip
     about = (
         "One point per load level. Moving right is more work done; moving up is each request waiting "
         "longer. Where the line turns upward the endpoint is saturated."
     )
-    headers = ("endpoint", "load", "tok/s", "req/s", ttft.header("p50"), e2e.header("p50"), e2e.header("p99"))
+    if summary.capacity is not None:
+        about += f" The search's answer: {summary.capacity.text.removeprefix('capacity: ')}."
+    headers = ("endpoint", "load", "tok/s", "req/s", ttft.header("p50"), e2e.header("p50"), e2e.header("p99"),
+               "SLO met")  # fmt: skip
     return Figure("sweep", "Throughput against latency", about, svg.render(chart), headers, rows)
+
+
+def _met(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
 
 
 _DISTRIBUTIONS = {  # PLOTTED metric -> the figure's anchor, and how to read it

@@ -45,6 +45,9 @@ def _notes(e: EndpointStats) -> list[str]:
         notes.append(f"acceptance {sp.acceptance_rate:.1%}{tail}")
     if g.throughput.goodput_requests_per_s is not None:
         notes.append(f"goodput {g.throughput.goodput_requests_per_s:.2f} req/s")
+    if met := g.slo_attainment:
+        each = ", ".join(f"{k} {v:.0%}" for k, v in met.items() if k != "all")
+        notes.append(f"SLO met by {met['all']:.0%} of requests ({each})")
     if g.cost_per_ok_request_usd is not None:
         notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
     if g.stalls.count:
@@ -102,6 +105,8 @@ def render(summary: Summary, console: Console) -> None:
     for c in summary.comparisons:
         if c.stat in SHOWN_RATIOS:
             console.print(escape(f"[{c.load}] {c.text}"))  # "[c=1]" is not a style
+    if summary.capacity is not None:
+        console.print(escape(summary.capacity.text))
     if summary.interrupted:
         console.print("[bold]interrupted[/bold]: results cover the requests that finished")
     for warning in summary.run.warnings if summary.run is not None else ():
