@@ -125,7 +125,7 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
     if config.records_path is not None and records != result.records:
         with atomic_path(config.records_path) as tmp:
             write_jsonl(tmp, records)
-    prices = {e.name: (e.price_in, e.price_out) for e in config.endpoints}
+    prices = {e.name: (e.price_in, e.price_out, e.price_cached_in) for e in config.endpoints}
     workers = len({c.worker for c in result.clients}) or 1
     warnings = (*result.notes, *saturation_warnings(result.clients))
     info = RunInfo(bench_plan.tokenizer, loop_name, result.interrupted, config_block(bench_plan),
@@ -219,7 +219,7 @@ def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
         "endpoints": [
             {"name": e.name, "base_url": ep.public_url(e.base_url), "model": e.model,
              "api_key_env": e.api_key_env, "headers": sorted(e.headers), "body": dict(e.body),
-             "price_usd_per_million": [e.price_in, e.price_out]}
+             "price_usd_per_million": [e.price_in, e.price_out, e.price_cached_in]}
             for e in config.endpoints
         ],
         "suite": config.suite, "api": config.call.api, "stream": config.call.stream,

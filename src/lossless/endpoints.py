@@ -10,7 +10,8 @@ the environment only when the HTTP client is built, and lives in that client's h
     api_key_env = "EXAMPLE_API_KEY"
     body = { reasoning_effort = "low" }     # extra request fields (optional)
     headers = { "x-team" = "bench" }        # extra headers (optional)
-    price = { input = 0.15, output = 0.60 } # USD per million tokens (optional)
+    price = { input = 0.15, output = 0.60, cached_input = 0.075 } # USD per million tokens (optional;
+                                            # cached_input: prompt tokens served from the prefix cache)
     tokenizer = "path/to/tokenizer.json"    # counts output tokens if the server sends no usage (optional)
 """
 
@@ -40,6 +41,7 @@ class Endpoint:
     headers: Mapping[str, str] = field(default_factory=dict)  # extra request headers
     price_in: float | None = None  # USD per million input tokens
     price_out: float | None = None  # USD per million output tokens
+    price_cached_in: float | None = None  # USD per million cached input tokens; None: at price_in
     tokenizer: str | None = None  # counts N_out when the server sends no usage: tokenizer.json, GGUF, name
 
 
@@ -163,7 +165,7 @@ def _endpoint(table: Any, where: str) -> Endpoint:
     body, headers = table.get("body", {}), table.get("headers", {})
     if not isinstance(body, dict) or not isinstance(headers, dict):
         raise UsageError(f"{where}: 'body' and 'headers' must be tables")
-    price_in, price_out = _price(table.get("price"), where)
+    price_in, price_out, price_cached_in = _price(table.get("price"), where)
     return Endpoint(
         name=table["name"],
         base_url=checks.http_url(table["base_url"], where),
@@ -173,19 +175,22 @@ def _endpoint(table: Any, where: str) -> Endpoint:
         headers=checks.http_headers(headers, where),
         price_in=price_in,
         price_out=price_out,
+        price_cached_in=price_cached_in,
         tokenizer=tokenizer,
     )
 
 
-def _price(value: Any, where: str) -> tuple[float | None, float | None]:
+def _price(value: Any, where: str) -> tuple[float | None, float | None, float | None]:
     if value is None:
-        return None, None
-    if isinstance(value, dict) and set(value) <= {"input", "output"}:
-        pair = (value.get("input", 0.0), value.get("output", 0.0))
+        return None, None, None
+    if isinstance(value, dict) and set(value) <= {"input", "output", "cached_input"}:
+        found = (value.get("input", 0.0), value.get("output", 0.0), value.get("cached_input"))
     elif isinstance(value, list) and len(value) == 2:
-        pair = (value[0], value[1])
+        found = (value[0], value[1], None)
     else:
-        raise UsageError(f"{where}: 'price' must be {{input = USD/Mtok, output = USD/Mtok}}")
-    if not all(checks.is_number(p) and p >= 0 for p in pair):  # not true, not nan or inf
+        raise UsageError(
+            f"{where}: 'price' must be {{input = USD/Mtok, output = USD/Mtok[, cached_input = USD/Mtok]}}"
+        )
+    if not all(checks.is_number(p) and p >= 0 for p in found if p is not None):  # not true, nan or inf
         raise UsageError(f"{where}: prices must be non-negative numbers, got {value!r}")
-    return float(pair[0]), float(pair[1])
+    return float(found[0]), float(found[1]), None if found[2] is None else float(found[2])

@@ -61,6 +61,7 @@ class RequestRecord:
     server_headers: tuple[tuple[str, str], ...]  # raw timing, id and identity headers, parsed in analyze
     served_model: str | None = None  # the response's "model" (what the server says it ran)
     system_fingerprint: str | None = None  # the response's system_fingerprint (its backend configuration)
+    n_cached: int | None = None  # prompt tokens served from the server's prefix cache, when it says
     # Where and on which clock it was measured. ``*_ns`` + wall_anchor_ns = Unix time (ns) on the measuring
     # process's wall clock; + clock_offset_ns = on the driver's (bench --workers / --ray), measured by
     # round trips, to within clock_offset_err_ns. Records of older versions carry none of these.

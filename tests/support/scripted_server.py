@@ -12,7 +12,7 @@ content|reasoning|tool|role|malformed|error|number|object, usage ("final"|"each"
 drop_after, body (of a non-200 answer), raw_body (of a 200 non-streamed one), reset (close before any
 answer), raw [[delay_s, text]] (the stream's bytes exactly) with drop (a reset instead of its end),
 capacity (requests/s: before answering, each request holds the server's one slot for 1/capacity s, so
-past that rate a queue grows and so does TTFT).
+past that rate a queue grows and so does TTFT), prefix_cache {hit_s, miss_s, shape} (see _prefix_cache).
 Run: python scripted_server.py  -> prints the port on the first line of stdout.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 DEFAULT: dict[str, Any] = {"steps": [[0.0, "content", 1]] * 4}
-STATE: dict[str, Any] = {"default": DEFAULT, "scripts": {}, "log": [], "n": 0}
+STATE: dict[str, Any] = {"default": DEFAULT, "scripts": {}, "log": [], "n": 0, "prefixes": {}}
 REASONS = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 404: "Not Found"}
 
 
@@ -117,7 +117,7 @@ async def _stream(writer: asyncio.StreamWriter, script: dict, api: str, entry: d
                 "id": "x",
                 "object": "chunk",
                 "choices": [],
-                "usage": {"prompt_tokens": 7, "completion_tokens": total},
+                "usage": {"prompt_tokens": 7, "completion_tokens": total, **entry.get("usage", {})},
             }
         )
     if script.get("done", True):
@@ -139,6 +139,8 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     STATE["log"].append(entry)
     if script.get("head_delay"):
         await asyncio.sleep(script["head_delay"])
+    if cache := script.get("prefix_cache"):
+        entry["usage"] = await _prefix_cache(body, cache, path.split("/")[1])
     if rate := script.get("capacity"):  # one request at a time, 1/rate s each: past `rate`/s a queue grows
         async with STATE.setdefault("slot", asyncio.Lock()):
             await asyncio.sleep(1 / rate)
@@ -166,6 +168,27 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
         await _raw(writer, script)
     else:
         await _stream(writer, script, api, entry)
+
+
+async def _prefix_cache(body: dict, cache: dict, where: str) -> dict[str, Any]:
+    """A prefix cache keyed by the first of several messages: a prefix seen before answers after hit_s,
+    a new one after miss_s; usage counts words as tokens and reports the cached ones in the shape asked
+    ("openai": prompt_tokens_details.cached_tokens, "deepseek": prompt_cache_hit/miss_tokens)."""
+    messages = body.get("messages") or []
+    prefix = str(messages[0].get("content", "")) if len(messages) > 1 else ""
+    seen = STATE["prefixes"].setdefault(where, set())  # one cache per endpoint (base URL's first segment)
+    hit = bool(prefix) and prefix in seen
+    seen.add(prefix)
+    await asyncio.sleep(cache["hit_s"] if hit else cache["miss_s"])
+    total = sum(len(str(m.get("content", "")).split()) for m in messages)
+    cached = len(prefix.split()) if hit else 0
+    if cache.get("shape") == "deepseek":
+        return {
+            "prompt_tokens": total,
+            "prompt_cache_hit_tokens": cached,
+            "prompt_cache_miss_tokens": total - cached,
+        }
+    return {"prompt_tokens": total, "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 async def _raw(writer: asyncio.StreamWriter, script: dict) -> None:
@@ -198,6 +221,7 @@ async def _control(writer: asyncio.StreamWriter, method: str, path: str, body: b
     if method == "POST":
         new = json.loads(body)
         STATE["default"], STATE["scripts"] = new.get("default", DEFAULT), new.get("scripts", {})
+        STATE["prefixes"] = {}
         STATE["metrics"] = new.get("metrics", [])
     if method == "DELETE":
         STATE["log"] = []

@@ -8,12 +8,41 @@ where a number belongs reads back as NaN: the JSON writer turns non-finite numbe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lossless.analyze.metrics import CI_STATS, METRICS
+from lossless.analyze.shapes import (
+    counts_ as _counts,
+)
+from lossless.analyze.shapes import (
+    int_ as _int,
+)
+from lossless.analyze.shapes import (
+    list_ as _list,
+)
+from lossless.analyze.shapes import (
+    num_ as _num,
+)
+from lossless.analyze.shapes import (
+    obj_ as _obj,
+)
+from lossless.analyze.shapes import (
+    opt_ as _opt,
+)
+from lossless.analyze.shapes import (
+    opts_ as _opts,
+)
+from lossless.analyze.shapes import (
+    pair_ as _pair,
+)
+from lossless.analyze.shapes import (
+    plain_ as _plain,
+)
+from lossless.analyze.shapes import (
+    str_ as _str,
+)
 from lossless.capacity import Capacity
 
 Counts = Mapping[str, int]  # a value -> how many requests had it
@@ -135,6 +164,28 @@ class Speculative:
 
 
 @dataclass(frozen=True)
+class CacheStats:
+    """Prompt caching, from the requests whose usage said how many prompt tokens came from the cache."""
+
+    reporting: int  # successful requests whose usage said (the rest are not counted here)
+    hits: int  # of them, with at least one cached token
+    cached_tokens: int
+    prompt_tokens: int  # of the reporting requests
+    ttft_hit: Distribution  # ms
+    ttft_miss: Distribution
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**_plain(self), "ttft_hit": self.ttft_hit.as_dict(), "ttft_miss": self.ttft_miss.as_dict()}
+
+    @classmethod
+    def from_dict(cls, d: object) -> CacheStats:
+        d = _obj(d)
+        ints = {k: _int(d[k], k) for k in ("reporting", "hits", "cached_tokens", "prompt_tokens")}
+        return cls(**ints, ttft_hit=Distribution.from_dict(d["ttft_hit"]),
+                   ttft_miss=Distribution.from_dict(d["ttft_miss"]))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class GroupStats:
     """One endpoint at one load level, or one prompt class of it."""
 
@@ -149,6 +200,7 @@ class GroupStats:
     cost_per_ok_request_usd: float | None  # None without prices
     served_by: ServedBy
     slo_attainment: Mapping[str, float] = field(default_factory=dict)  # objective (and "all") -> share
+    prompt_cache: CacheStats | None = None  # None: no request's usage said what was cached
 
     def stat(self, metric: str, stat: str) -> float | None:
         return self.metrics[metric].get(stat) if metric in self.metrics else None
@@ -162,6 +214,7 @@ class GroupStats:
             "server_ms": {k: d.as_dict() for k, d in self.server_ms.items()},
             "cost_per_ok_request_usd": self.cost_per_ok_request_usd, "served_by": _plain(self.served_by),
             "slo_attainment": dict(self.slo_attainment),
+            "prompt_cache": None if self.prompt_cache is None else self.prompt_cache.as_dict(),
         }  # fmt: skip
 
     @classmethod
@@ -176,6 +229,7 @@ class GroupStats:
             Throughput.from_dict(d["throughput"]), server, _opt(d.get("cost_per_ok_request_usd"), "cost"),
             ServedBy.from_dict(d.get("served_by", {})),
             {k: _num(v, k) for k, v in _obj(d.get("slo_attainment", {})).items()},
+            None if d.get("prompt_cache") is None else CacheStats.from_dict(d["prompt_cache"]),
         )  # fmt: skip
 
 
@@ -319,69 +373,3 @@ class Summary:
         stall_s = _num(d.get("stall_threshold_s", 1.0), "stall_threshold_s")
         capacity = None if d.get("capacity") is None else Capacity.from_dict(_obj(d["capacity"]))
         return cls(endpoints, comparisons, slo, stall_s, run, by_class, rebuilt, capacity)
-
-
-# --- to and from JSON ---------------------------------------------------------------------------------
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    """A dataclass of plain values as a dict of JSON values (tuples as lists, mappings as dicts)."""
-    return {f.name: _json(getattr(obj, f.name)) for f in fields(obj)}
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return [_json(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _json(v) for k, v in value.items()}
-    return value
-
-
-def _obj(x: object) -> Mapping[str, Any]:
-    if not isinstance(x, dict):
-        raise TypeError(f"expected an object, got {type(x).__name__}")
-    return x
-
-
-def _list(x: object, what: str) -> list[Any]:
-    if not isinstance(x, list):
-        raise TypeError(f"{what} is {type(x).__name__}, not a list")
-    return x
-
-
-def _num(x: object, what: str) -> float:
-    if x is None:
-        return math.nan  # written for a non-finite number
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        raise TypeError(f"{what} is {type(x).__name__}, not a number")
-    return float(x)
-
-
-def _opt(x: object, what: str) -> float | None:
-    return None if x is None else _num(x, what)
-
-
-def _int(x: object, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(f"{what} is {type(x).__name__}, not an integer")
-    return x
-
-
-def _str(x: object, what: str) -> str:
-    if not isinstance(x, str):
-        raise TypeError(f"{what} is {type(x).__name__}, not a string")
-    return x
-
-
-def _pair(x: object, what: str) -> tuple[float, float]:
-    lo, hi = _list(x, what)
-    return _num(lo, what), _num(hi, what)
-
-
-def _counts(x: object, what: str) -> dict[str, int]:
-    return {k: _int(v, f"{what}.{k}") for k, v in _obj(x).items()}
-
-
-def _opts(d: object, names: tuple[Any, ...]) -> dict[str, float | None]:
-    found = _obj(d)
-    return {f.name: _opt(found[f.name], f.name) for f in names}

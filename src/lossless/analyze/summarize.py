@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from lossless.analyze.compare import compare_classes, comparisons
 from lossless.analyze.metrics import METRICS
 from lossless.analyze.result import (
+    CacheStats,
     Distribution,
     EndpointStats,
     GroupStats,
@@ -22,11 +23,13 @@ from lossless.analyze.timing import Timing, meets, timing
 from lossless.records import RequestRecord, on_one_timeline
 
 Counters = tuple[Mapping[str, float], Mapping[str, float]]  # a server's /metrics before and after
+# USD per million tokens: (input, output) or (input, output, cached input); None: not priced
+Price = tuple[float | None, float | None] | tuple[float | None, float | None, float | None]
 
 
 def summarize(
     records: Sequence[RequestRecord],
-    prices: Mapping[str, tuple[float | None, float | None]],
+    prices: Mapping[str, Price],
     *,
     spec: Mapping[tuple[str, str], Counters] | None = None,
     slo: Mapping[str, float] | None = None,
@@ -36,7 +39,8 @@ def summarize(
     class_seed: int | None = None,
     rebuilt: bool = False,
 ) -> Summary:
-    """``prices`` maps endpoint names, in table order, to USD per million (input, output) tokens.
+    """``prices`` maps endpoint names, in table order, to USD per million (input, output[, cached input])
+    tokens.
     ``run``: what bench knows of the run besides its records. ``class_seed``: also compare the endpoints
     prompt class by prompt class, bootstrapped from this seed. ``rebuilt``: the records are all there is
     of the run (summary.json was lost)."""
@@ -76,7 +80,7 @@ def _by_class(attempts: Sequence[RequestRecord]) -> dict[str, list[RequestRecord
 
 def _group(
     attempts: list[RequestRecord],
-    price: tuple[float | None, float | None],
+    price: Price,
     slo: Mapping[str, float],
     stall_s: float,
     seed: int,
@@ -97,7 +101,21 @@ def _group(
         cost_per_ok_request_usd=_cost(attempts, len(ok), price),
         served_by=served_by(final),
         slo_attainment=attainment(final, slo),
+        prompt_cache=_prompt_cache(ok, t, seed),
     )
+
+
+def _prompt_cache(ok: Sequence[RequestRecord], t: Sequence[Timing], seed: int) -> CacheStats | None:
+    said = [(r, x) for r, x in zip(ok, t, strict=True) if r.n_cached is not None]
+    if not said:
+        return None
+    hit = [x.ttft for r, x in said if r.n_cached and x.ttft is not None]
+    miss = [x.ttft for r, x in said if not r.n_cached and x.ttft is not None]
+    return CacheStats(
+        reporting=len(said), hits=sum(1 for r, _ in said if r.n_cached),
+        cached_tokens=sum(r.n_cached or 0 for r, _ in said), prompt_tokens=sum(r.n_in or 0 for r, _ in said),
+        ttft_hit=describe(hit, seed), ttft_miss=describe(miss, seed),
+    )  # fmt: skip
 
 
 def attainment(final: Sequence[RequestRecord], slo: Mapping[str, float]) -> dict[str, float]:
@@ -157,17 +175,20 @@ def _server(ok: Sequence[RequestRecord], seed: int) -> dict[str, Distribution]:
     return {k: describe(v, seed) for k, v in sorted(values.items())}
 
 
-def _cost(
-    attempts: Sequence[RequestRecord], n_ok: int, price: tuple[float | None, float | None]
-) -> float | None:
+def _cost(attempts: Sequence[RequestRecord], n_ok: int, price: Price) -> float | None:
     """Every attempt that reported usage costs, failed and retried ones included; attempts without usage
     are charged the prompt's input tokens when another attempt of the same prompt reported them."""
-    p_in, p_out = price
+    p_in, p_out, p_cached = (*price, None)[:3]  # a cached-input price, when the endpoint file has one
     if (p_in is None and p_out is None) or n_ok == 0:
         return None
     n_in_by_prompt = {r.prompt_id: r.n_in for r in attempts if r.n_in is not None}
     total = 0.0
     for r in attempts:
         n_in = r.n_in if r.n_in is not None else n_in_by_prompt.get(r.prompt_id, 0)
-        total += (n_in or 0) * (p_in or 0.0) + (r.n_out or 0) * (p_out or 0.0)
+        cached = min(r.n_cached or 0, n_in or 0) if p_cached is not None else 0
+        total += (
+            ((n_in or 0) - cached) * (p_in or 0.0)
+            + cached * (p_cached or 0.0)
+            + (r.n_out or 0) * (p_out or 0.0)
+        )
     return total / 1e6 / n_ok

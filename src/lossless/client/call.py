@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lossless.client.http import Response, Session, TransportError
-from lossless.client.openai import PATHS, Chunk, reasoning_tokens, request_body
+from lossless.client.openai import PATHS, Chunk, cached_tokens, reasoning_tokens, request_body
 from lossless.client.sse import read_events
 from lossless.endpoints import Endpoint
 from lossless.records import TOKEN_KINDS, RequestRecord
@@ -250,6 +250,7 @@ def _record(
         n_out=n_out if isinstance(n_out, int) else None,
         n_out_source="usage" if isinstance(n_out, int) else "none",
         n_reasoning=reasoning_tokens(usage),
+        n_cached=cached_tokens(usage),
         finish_reason=acc.finish_reason,
         text="" if acc.status != 200 else "".join(acc.text),
         reasoning_text="".join(acc.reasoning),

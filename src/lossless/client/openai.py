@@ -111,3 +111,18 @@ def _int(value: Any) -> int | None:
 def reasoning_tokens(usage: dict[str, Any] | None) -> int | None:
     details = usage.get("completion_tokens_details") if usage else None
     return _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+
+
+def cached_tokens(usage: dict[str, Any] | None) -> int | None:
+    """Prompt tokens the server served from its prefix cache, in whichever shape it reports them:
+    OpenAI's (and vLLM's) ``prompt_tokens_details.cached_tokens``, DeepSeek's ``prompt_cache_hit_tokens``,
+    Anthropic-style ``cache_read_input_tokens``. None: the server does not say."""
+    if not usage:
+        return None
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and _int(details.get("cached_tokens")) is not None:
+        return _int(details.get("cached_tokens"))
+    for key in ("prompt_cache_hit_tokens", "cache_read_input_tokens"):
+        if _int(usage.get(key)) is not None:
+            return _int(usage.get(key))
+    return None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless.analyze import RunInfo, Summary, summarize
+from lossless.analyze.summarize import Price
 from lossless.errors import UsageError
 from lossless.records import RequestRecord
 from lossless.report.html import read_run
@@ -76,14 +77,12 @@ def _overlap(runs: list[Any]) -> bool:
     return max(s for s, _ in spans) < min(e for _, e in spans)
 
 
-def _prices(
-    infos: list[RunInfo], records: list[RequestRecord]
-) -> dict[str, tuple[float | None, float | None]]:
-    prices: dict[str, tuple[float | None, float | None]] = {}
+def _prices(infos: list[RunInfo], records: list[RequestRecord]) -> dict[str, Price]:
+    prices: dict[str, Price] = {}
     for info in infos:
         for e in info.config.get("endpoints", []):
-            pair = e.get("price_usd_per_million") or [None, None]
-            prices.setdefault(e["name"], (pair[0], pair[1]))
+            given = [*(e.get("price_usd_per_million") or []), None, None, None]
+            prices.setdefault(e["name"], (given[0], given[1], given[2]))
     for r in records:  # in the order first sent, for any endpoint no config named
         prices.setdefault(r.endpoint, (None, None))
     return prices

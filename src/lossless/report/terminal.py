@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lossless.analyze import METRICS, EndpointStats, GroupStats, Metric, Summary
+from lossless.analyze import METRIC, METRICS, EndpointStats, GroupStats, Metric, Summary
 from lossless.analyze.metrics import SHOWN_RATIOS
 
 _COLUMNS = tuple((m, stat) for m in METRICS for stat in m.terminal)
@@ -48,6 +48,15 @@ def _notes(e: EndpointStats) -> list[str]:
     if met := g.slo_attainment:
         each = ", ".join(f"{k} {v:.0%}" for k, v in met.items() if k != "all")
         notes.append(f"SLO met by {met['all']:.0%} of requests ({each})")
+    if c := g.prompt_cache:
+        share = (
+            f", {c.cached_tokens / c.prompt_tokens:.0%} of prompt tokens cached" if c.prompt_tokens else ""
+        )
+        hit, miss = (METRIC["ttft_ms"].fmt(d.p50, unit=True) for d in (c.ttft_hit, c.ttft_miss))
+        notes.append(
+            f"prompt cache: {c.hits}/{c.reporting} requests hit{share}; TTFT p50 {hit} on a hit, {miss} "
+            "on a miss"
+        )
     if g.cost_per_ok_request_usd is not None:
         notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
     if g.stalls.count:

@@ -7,6 +7,9 @@ lengths  inputs of about 100 / 1k / 10k tokens, each opened by a unique prefix s
          can serve one request from another
 grounded tasks whose answers copy the input (repeat, rewrite, rename in code): where n-gram drafting,
          which drafts from the prompt, pays
+prefix:N[,K]  prompt caching: K shared prefixes (system prompts) of about N tokens each, taken in
+         turn, then a unique question; class "prefix-first" for a prefix's first use, "prefix-repeat"
+         after (what a prefix cache can serve)
 A+B+C    several suites taking turns (prompt i from suite i mod 3), each keeping its class
 file:P   a JSONL file, one {"prompt": "..."} or {"messages": [...]} per line (optional "max_tokens",
          "id"), cycled
@@ -79,14 +82,16 @@ _LENGTHS = (("len-100", 100), ("len-1k", 1_000), ("len-10k", 10_000))
 def prompts(suite: str, rng: random.Random) -> Iterator[Prompt]:
     if suite.startswith("file:"):
         return _from_file(Path(suite[5:]))
+    if suite.startswith("prefix:"):
+        return _prefixed(*_prefix_spec(suite), rng)
     if "+" in suite:
         parts = [prompts(part, random.Random(rng.random())) for part in suite.split("+")]
         return _turns(parts)
     makers = {"short": _short, "long": _long, "mixed": _mixed, "lengths": _lengths, "grounded": _grounded}
     if suite not in makers:
         raise UsageError(
-            f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}, file:PATH.jsonl "
-            "or several joined by + (short+long)"
+            f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}, prefix:TOKENS[,PREFIXES], "
+            "file:PATH.jsonl or several joined by + (short+long)"
         )
     return makers[suite](rng)
 
@@ -126,6 +131,28 @@ def _lengths(rng: random.Random) -> Iterator[Prompt]:
         filler = " ".join(rng.choices(_WORDS, k=int(tokens / 1.3)))
         text = f"{prefix} Summarise the following text in one sentence.\n\n{filler}"
         yield Prompt(f"{cls}-{i}", cls, _user(text))
+
+
+def _prefix_spec(suite: str) -> tuple[int, int]:
+    parts = suite[len("prefix:") :].split(",")
+    try:
+        tokens, pool = int(parts[0]), int(parts[1]) if len(parts) > 1 else 1
+    except ValueError:
+        tokens = pool = 0
+    if len(parts) > 2 or not 1 <= tokens <= 1_000_000 or not 1 <= pool <= 100_000:
+        raise UsageError(f"suite {suite!r}: expected prefix:TOKENS[,PREFIXES], e.g. prefix:5000,4")
+    return tokens, pool
+
+
+def _prefixed(tokens: int, pool: int, rng: random.Random) -> Iterator[Prompt]:
+    # each prefix opens with its own id, so prefixes share no first tokens with each other
+    words = int(tokens / 1.3)
+    prefixes = [f"Document {k} ({rng.getrandbits(64):016x}). " + " ".join(rng.choices(_WORDS, k=words))
+                for k in range(pool)]  # fmt: skip
+    for i in range(1_000_000_000):
+        question = f"Question {i} ({rng.getrandbits(32):08x}): summarise the document above in one sentence."
+        cls = "prefix-first" if i < pool else "prefix-repeat"
+        yield Prompt(f"prefix-{i}", cls, (("system", prefixes[i % pool]), ("user", question)))
 
 
 _PASSAGES = (
