@@ -69,19 +69,19 @@ def timeout(
     resamples: int,
 ) -> Timeout:
     """The time-out for ``phase`` by the rule above, with bootstrap 95% intervals (records resampled) of
-    the unrounded rule and of the shares cut and saved at the rounded value."""
+    the rule's value and of the shares cut and saved at the value recommended. A high quantile of few
+    times sits near their largest, which resamples rarely reach: the interval can end below the value."""
     milestone, own, _ = PHASES[phase]
     reached, failed, end = _milestones(records, phase)
     got = reached[np.isfinite(reached)]
     censored = sum(r.error_kind == own for r in records)
-    rule = f"{margin:g} x p{quantile * 100:g} of the time to {milestone} over the {got.size} attempts "
-    rule += "that got there, rounded up"
+    rule = f"{margin:g} x p{quantile * 100:g} of {got.size} times to {milestone}, rounded up"
     if got.size == 0:
         none = Estimate(0.0)
         return Timeout(phase, None, rule, none, none, 0.0, 0, censored)
     raw = margin * float(np.quantile(got, quantile))
     limit = round_sig(raw, up=True)
-    cut, saved = reached > limit, failed & (end > limit)
+    cut, saved = np.isfinite(reached) & (reached > limit), failed & (end > limit)
     wait = float((end[saved] - limit).mean()) if saved.any() else 0.0
     if not resamples:
         return Timeout(phase, Estimate(limit), rule, Estimate(float(cut.mean())),
@@ -89,8 +89,9 @@ def timeout(
     b = min(resamples, max(50, 2_000_000 // len(records)))
     idx = rng.integers(0, len(records), (b, len(records)))
     rule_b = margin * np.quantile(got[rng.integers(0, got.size, (b, got.size))], quantile, axis=1)
+    lo, hi = interval(rule_b)
     return Timeout(
-        phase, Estimate(limit, *interval(rule_b)), rule,
+        phase, Estimate(limit, round_sig(lo, up=True), round_sig(hi, up=True)), rule,
         Estimate(float(cut.mean()), *interval(cut[idx].mean(axis=1))),
         Estimate(float(saved.mean()), *interval(saved[idx].mean(axis=1))), wait, got.size, censored,
     )  # fmt: skip

@@ -58,7 +58,7 @@ class Timeout:
     """A recommended time-out for one phase of a request, and what it would have done to the records."""
 
     phase: str  # "connect" | "first_token" | "total"
-    timeout_ms: Estimate | None  # rounded up; interval of the unrounded rule. None: nothing got there
+    timeout_ms: Estimate | None  # rounded up, as is its interval. None: no attempt got there
     rule: str  # how it was chosen, in words
     cut: Estimate  # share of attempts that got there later: the time-out would have cut them
     saved: Estimate  # share of attempts that failed anyway after it: it ends their wait sooner

@@ -4,6 +4,7 @@
 common.py   one-line errors, value types, output checks
 measure.py  bench, probe, verify
 saved.py    report, compare (saved runs)
+advise.py   advise (time-outs, hedging and failover predicted from saved runs)
 serving.py  models, serve, draft train, demo (the embedded model)
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import click
 
 from lossless import __version__
-from lossless.cli import measure, saved, serving
+from lossless.cli import advise, measure, saved, serving
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,7 +24,7 @@ def main() -> None:
 
 for command in (
     serving.models, serving.serve, serving.draft, measure.bench, measure.probe, measure.verify,
-    serving.demo, saved.report, saved.compare,
+    serving.demo, saved.report, saved.compare, advise.advise,
 ):  # fmt: skip
     main.add_command(command)
 

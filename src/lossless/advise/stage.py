@@ -1,0 +1,292 @@
+"""``lossless advise``: AdviseOptions -> the runs' records -> per endpoint and load level, time-outs and
+the hedging trade-off; per load level with two or more endpoints, failover -> an ``AdviseResult``
+(``report.advise`` renders it).
+
+The options live here, not in ``lossless.options``, beside the one stage that reads them; the CLI takes
+its defaults from their fields. Nothing at this module's top imports numpy: the CLI imports it to start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lossless.advise.result import AdviseResult, Estimate, GroupAdvice, Prediction
+from lossless.errors import UsageError
+from lossless.records import RequestRecord
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lossless.advise.simulate import Policy, Samples
+
+Price = tuple[float | None, float | None]  # USD per million (input, output) tokens
+Key = tuple[str, str]  # (endpoint, load)
+MIN_ATTEMPTS = 5  # fewer, and a p99 is the largest of a handful: no advice, a note instead
+ALONE = "alone"
+
+
+@dataclass(frozen=True)
+class AdviseOptions:
+    run_dirs: tuple[Path, ...] = ()  # bench --out folders; their attempts pool by endpoint and load
+    hedge_delays: tuple[float, ...] | None = None  # ms; None: quantiles of each endpoint's E2E
+    failover_delays: tuple[float, ...] | None = None  # ms; None: quantiles of the first choice's TTFT
+    timeout_quantile: float = 0.99  # time-out rule: margin x this quantile of the phase's times
+    timeout_margin: float = 1.5
+    draws: int = 20_000  # simulated requests per policy
+    resamples: int = 200  # bootstrap resamples of the records for the 95% intervals; 0: none
+    seed: int = 0
+    as_json: bool = False  # the result as JSON on stdout, the tables on stderr
+    output: Path | None = None  # an HTML page with the trade-off curves
+
+    def __post_init__(self) -> None:
+        if not 0 < self.timeout_quantile < 1:
+            raise UsageError(
+                f"--timeout-quantile wants a number between 0 and 1, got {self.timeout_quantile}"
+            )
+        if not 1 <= self.timeout_margin <= 100:
+            raise UsageError(f"--timeout-margin wants 1 to 100, got {self.timeout_margin}")
+        if self.draws < 1000:
+            raise UsageError(
+                f"--draws wants at least 1000 (a p99 needs more than 10 beyond it), got {self.draws}"
+            )
+        if self.resamples and self.resamples < 50:
+            raise UsageError(f"--resamples wants 0 (no intervals) or at least 50, got {self.resamples}")
+
+
+def ms_list(text: str | None, option: str) -> tuple[float, ...] | None:
+    """``"100,250,1s"`` -> (100.0, 250.0, 1000.0): delays in ms (or with an s), each finite and >= 0."""
+    if text is None:
+        return None
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        scale = 1000.0 if part.endswith("s") and not part.endswith("ms") else 1.0
+        try:
+            value = float(part.removesuffix("ms").removesuffix("s")) * scale
+        except ValueError:
+            raise UsageError(f"{option} wants delays in ms like 100,250,1s, got {part!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise UsageError(f"{option} wants finite delays >= 0, got {part!r}")
+        out.append(value)
+    return tuple(sorted(set(out)))
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+
+def _price(entry: object) -> tuple[str, Price] | None:
+    """An endpoint entry of summary.json's config -> (name, price), None when it is not shaped so."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        return None
+    pair = entry.get("price_usd_per_million")
+    if not (isinstance(pair, list) and len(pair) >= 2):
+        return entry["name"], (None, None)
+    # [input, output] or, from newer runs, [input, output, cached input]: every input token is charged at
+    # the input price here, an upper bound where a provider bills cached ones for less
+    p_in, p_out = (float(p) if isinstance(p, int | float) and math.isfinite(p) else None for p in pair[:2])
+    return entry["name"], (p_in, p_out)
+
+
+def _prices(run_dir: Path, notes: list[str]) -> dict[str, Price]:
+    """Prices from summary.json, read leniently: they only add costs in USD, so a summary.json missing or
+    unreadable (a run stopped before it wrote one) costs them, with a note, and nothing else."""
+    path = run_dir / "summary.json"
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, RecursionError) as exc:
+        notes.append(f"{path}: not read ({type(exc).__name__}), so no prices: costs are in attempts only")
+        return {}
+    config = found.get("config") if isinstance(found, dict) else None
+    entries = config.get("endpoints") if isinstance(config, dict) else None
+    pairs = (_price(e) for e in (entries if isinstance(entries, list) else []))
+    return dict(p for p in pairs if p is not None)
+
+
+def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict[str, Price], list[str]]:
+    """The runs' measured attempts by (endpoint, load) in the order first sent (warm-up and attempts the
+    run's end cancelled left out: neither says how the endpoint answers), prices and notes."""
+    from lossless.report.html import read_records
+
+    groups: dict[Key, list[RequestRecord]] = {}
+    prices: dict[str, Price] = {}
+    notes: list[str] = []
+    where: dict[Key, Path] = {}
+    for d in run_dirs:
+        path = d / "records.jsonl"
+        if not path.is_file():
+            raise UsageError(f"{d} holds no records.jsonl (what bench --out writes): nothing to advise from")
+        records, found = read_records(path)
+        notes += found
+        if not records:
+            raise UsageError(f"{path} holds no records: nothing to advise from")
+        for name, price in _prices(d, notes).items():
+            prices.setdefault(name, price)
+        for r in records:
+            if r.warmup or r.error_kind == "cancelled":
+                continue
+            key = (r.endpoint, r.load)
+            if where.setdefault(key, d) != d:
+                notes.append(f"{key[0]} at {key[1]} is in {where[key]} and {d}: their attempts are pooled")
+                where[key] = d  # one note per run that adds to the pool
+            groups.setdefault(key, []).append(r)
+    return groups, prices, list(dict.fromkeys(notes))
+
+
+# --- predictions --------------------------------------------------------------------------------------
+
+INDEPENDENT = (
+    "Attempts are independent draws from the measured attempts of their endpoint at their load level: an "
+    "endpoint that is slow or failing for every attempt at the same moment (an outage, a full queue) "
+    "makes hedging and failover help less than predicted."
+)
+ASSUMPTIONS = (  # what every prediction's numbers mean
+    INDEPENDENT,
+    "Latency percentiles are over all requests, a request with no answer counting as never answered "
+    "('no answer' when more requests failed than the percentile leaves room for).",
+    "Costs count attempts sent; with prices in summary.json also USD, each attempt charged the tokens its "
+    "record reports, a cancelled or abandoned one in full (an upper bound).",
+)
+
+
+def _prediction(
+    kind: str, key: tuple[tuple[str, ...], str], delay: float | None, label: str,
+    stats: Mapping[str, Estimate], priced: bool, assumptions: tuple[str, ...],
+) -> Prediction:  # fmt: skip
+    endpoints, load = key
+    return Prediction(
+        kind, load, endpoints, delay, label, stats["p50"], stats["p95"], stats["p99"], stats["error_rate"],
+        stats["attempts_per_request"], stats["attempts_per_success"],
+        stats["usd_per_success"] if priced else None, assumptions,
+    )  # fmt: skip
+
+
+def _hedging(
+    key: Key, s: Samples, options: AdviseOptions, rng: np.random.Generator
+) -> tuple[Prediction, ...]:
+    from lossless.advise import recommend, simulate
+
+    name, load = key
+    delays = options.hedge_delays if options.hedge_delays is not None else recommend.hedge_delays(s)
+    policies: dict[str, Policy] = {ALONE: simulate.single(name)}
+    policies |= {f"{d:g}": simulate.hedge(name, d) for d in delays}
+    found = simulate.evaluate(policies, {name: s}, rng, options.draws, options.resamples)
+    at = f"Measured at load {load}: the prediction holds for traffic like the run's at that level."
+    out = [_prediction("single", ((name,), load), None, f"{name}, one attempt", found[ALONE], s.priced,
+                       (INDEPENDENT, at))]  # fmt: skip
+    added = (
+        "A hedge adds its extra requests to the load the run measured: near saturation that load lengthens "
+        "every attempt, which is not modelled."
+    )
+    for d in delays:
+        label = f"{name}, hedged after {d:g} ms"
+        out.append(
+            _prediction(
+                "hedge", ((name,), load), d, label, found[f"{d:g}"], s.priced, (INDEPENDENT, at, added)
+            )
+        )
+    return tuple(out)
+
+
+def _chain_label(chain: Sequence[str], delay: float) -> str:
+    errors = "on 429/5xx/network errors"
+    when = errors if math.isinf(delay) else f"{delay:g} ms without a first token or {errors}"
+    return ", then ".join(chain) + f" ({when})"
+
+
+def _chains(names: Sequence[str], baseline: Mapping[str, Prediction]) -> list[tuple[str, ...]]:
+    """Every ordered pair; with three or more endpoints also all of them, fastest p99 (then p50) first."""
+    pairs: list[tuple[str, ...]] = [(a, b) for a in names for b in names if a != b]
+    if len(names) < 3:
+        return pairs
+    best = sorted(names, key=lambda n: (baseline[n].p99.value, baseline[n].p50.value))
+    return [*pairs, tuple(best)]
+
+
+def _failover(
+    load: str, found: Mapping[str, Samples], baseline: Mapping[str, Prediction], options: AdviseOptions,
+    rng: np.random.Generator,
+) -> list[Prediction]:  # fmt: skip
+    from lossless.advise import recommend, simulate
+
+    policies: dict[str, Policy] = {}
+    plans: dict[str, tuple[tuple[str, ...], float]] = {}
+    for chain in _chains(list(found), baseline):
+        given = options.failover_delays
+        delays = (*given, math.inf) if given is not None else recommend.failover_delays(found[chain[0]])
+        for d in delays:
+            plans[_chain_label(chain, d)] = (chain, d)
+            policies[_chain_label(chain, d)] = simulate.failover(chain, d)
+    estimates = simulate.evaluate(policies, found, rng, options.draws, options.resamples)
+    out = []
+    for label, (chain, d) in plans.items():
+        moved = (
+            f"Measured at load {load}, each endpoint taking all of its run's traffic; in failover "
+            f"{', '.join(chain[1:])} takes only the requests moved to it, and {chain[0]} all of them."
+        )
+        priced = all(found[n].priced for n in chain)
+        delay = None if math.isinf(d) else d
+        out.append(
+            _prediction(
+                "failover", (chain, load), delay, label, estimates[label], priced, (INDEPENDENT, moved)
+            )
+        )
+    return out
+
+
+def _group(
+    key: Key, records: Sequence[RequestRecord], s: Samples, options: AdviseOptions, rng: np.random.Generator
+) -> GroupAdvice:
+    from lossless.advise import recommend
+
+    q, margin, b = options.timeout_quantile, options.timeout_margin, options.resamples
+    timeouts = tuple(recommend.timeout(records, phase, q, margin, rng, b) for phase in recommend.PHASES)
+    errors = Counter(r.error_kind for r in records if r.error_kind is not None)
+    return GroupAdvice(key[0], key[1], len(records), sum(r.ok for r in records), dict(sorted(errors.items())),
+                       timeouts, _hedging(key, s, options, rng))  # fmt: skip
+
+
+def run(options: AdviseOptions) -> AdviseResult:
+    import numpy as np
+
+    from lossless.advise import simulate
+
+    groups, prices, notes = read(options.run_dirs)
+    for key, recs in list(groups.items()):
+        if len(recs) < MIN_ATTEMPTS:
+            notes.append(f"{key[0]} at {key[1]}: {len(recs)} attempts, too few to advise on (fewer than "
+                         f"{MIN_ATTEMPTS})")  # fmt: skip
+            del groups[key]
+    if not groups:
+        raise UsageError(f"no endpoint and load level with {MIN_ATTEMPTS} or more measured attempts")
+    order = {load: i for i, load in enumerate(dict.fromkeys(load for _, load in groups))}
+    keys = sorted(groups, key=lambda k: order[k[1]])  # by load level, then as first sent
+    found = {k: simulate.samples(groups[k], prices.get(k[0], (None, None))) for k in keys}
+    # a generator per group and per load's failover, seeded by their names: adding a run or an endpoint
+    # leaves the other groups' numbers as they were
+    rng = lambda *names: np.random.default_rng([options.seed, zlib.crc32("\0".join(names).encode())])  # noqa: E731
+    advice = tuple(_group(k, groups[k], found[k], options, rng(*k)) for k in keys)
+    failover: list[Prediction] = []
+    for load in order:
+        here = {k[0]: found[k] for k in keys if k[1] == load}
+        if len(here) >= 2:
+            baseline = {g.endpoint: g.hedging[0] for g in advice if g.load == load}
+            failover += _failover(load, here, baseline, options, rng("failover", load))
+    return AdviseResult(tuple(str(d) for d in options.run_dirs), advice, tuple(failover), ASSUMPTIONS,
+                        _settings(options), tuple(notes))  # fmt: skip
+
+
+def _settings(options: AdviseOptions) -> dict[str, Any]:
+    return {
+        "draws": options.draws, "resamples": options.resamples, "seed": options.seed,
+        "timeout_rule": f"{options.timeout_margin:g} x p{options.timeout_quantile * 100:g}, rounded up",
+        "hedge_delays_ms": None if options.hedge_delays is None else list(options.hedge_delays),
+        "failover_delays_ms": None if options.failover_delays is None else list(options.failover_delays),
+    }  # fmt: skip
