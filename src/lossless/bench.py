@@ -29,8 +29,10 @@ from lossless.errors import EndpointError
 from lossless.options import MAX_CONCURRENCY, BenchOptions
 from lossless.records import RequestRecord, write_jsonl
 from lossless.run import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
+from lossless.tokenexact import calibrate, describe, tokenizer_for
 from lossless.tokens import fill_n_out, listed_models, load_token_counter
 from lossless.workload.prompts import prompts
+from lossless.workload.synthetic import Synthetic
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,9 @@ def plan(options: BenchOptions) -> BenchPlan:
     if o.tokenizer:
         load_token_counter(o.tokenizer)
     prompts(o.suite, random.Random(0))  # an unknown suite fails before any traffic
+    synthetic = None
+    if o.input_tokens is not None:
+        synthetic = Synthetic(o.input_tokens, o.output_tokens, tokenizer_for(o, found))
     if o.rate is not None:
         loads: tuple[LoadLevel, ...] = tuple(LoadLevel(rate=r, burstiness=o.burstiness) for r in o.rate)
     else:
@@ -86,7 +91,7 @@ def plan(options: BenchOptions) -> BenchPlan:
         endpoints=found, call=call, suite=o.suite, loads=loads,
         requests=o.requests if o.requests or o.duration else 20, duration=o.duration, warmup=o.warmup,
         retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
-        records_path=None if o.out_dir is None else o.out_dir / "records.jsonl",
+        records_path=None if o.out_dir is None else o.out_dir / "records.jsonl", synthetic=synthetic,
     )  # fmt: skip
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
     settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}
@@ -106,6 +111,10 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
     count = load_token_counter(bench_plan.tokenizer) if bench_plan.tokenizer else None
     started = time.time()
     _reachable(config)
+    notes: list[str] = []
+    if config.synthetic is not None:
+        config, notes = calibrate(config)
+        bench_plan = replace(bench_plan, run=config)
     if config.records_path is not None and config.records_path.exists():
         config.records_path.unlink()  # a fresh run; records are appended as they finish
     total = None
@@ -127,7 +136,7 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
             write_jsonl(tmp, records)
     prices = {e.name: (e.price_in, e.price_out, e.price_cached_in) for e in config.endpoints}
     workers = len({c.worker for c in result.clients}) or 1
-    warnings = (*result.notes, *saturation_warnings(result.clients))
+    warnings = (*notes, *result.notes, *saturation_warnings(result.clients))
     info = RunInfo(bench_plan.tokenizer, loop_name, result.interrupted, config_block(bench_plan),
                    environment(started, loop_name), workers, client_table(result.clients),
                    warnings)  # fmt: skip
@@ -226,6 +235,7 @@ def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
         "max_tokens": config.call.max_tokens, "loads": [lv.label for lv in config.loads],
         "requests": config.requests, "duration_s": config.duration, "warmup": config.warmup,
         "retries": config.retries, "seed": config.seed, **bench_plan.settings,
+        **({"synthetic": describe(config.synthetic)} if config.synthetic else {}),
     }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from lossless.errors import UsageError
 from lossless.provision import Embedded
 from lossless.verify.budget import BUDGETS, Budget, parse_budget
+from lossless.workload.synthetic import Lengths
 
 MAX_CONCURRENCY = 100_000  # in flight per endpoint, each a task and a socket: past this, memory runs out
 MAX_WORKERS = 4096  # load-generating processes (each an interpreter of ~100 MB)
@@ -69,6 +70,8 @@ class BenchOptions:
     html: Path | None = None  # a self-contained HTML report with plots
     workers: int | None = None  # load-generating processes; None: one (or, with ray, one per cluster CPU)
     find_capacity: float | None = None  # share (0..1) of requests that must meet every --slo objective
+    input_tokens: Lengths | None = None  # token-exact prompts of these lengths instead of --suite
+    output_tokens: Lengths | None = None  # with input_tokens: outputs of these lengths (ignore_eos)
     capacity_precision: float = 0.05  # stop when held and missed loads are this close (relative)
     capacity_budget: float = 600.0  # seconds of searching at most
     ray: str | None = None  # run the workers as Ray tasks: a cluster's address, or "local" to start one
@@ -80,6 +83,8 @@ class BenchOptions:
             raise UsageError("--ray: give a cluster address (host:6379, ray://host:10001, auto) or no value")
         if self.urls and self.endpoints_file:
             raise UsageError("give endpoint URLs or --endpoints FILE, not both")
+        if self.output_tokens is not None and self.input_tokens is None:
+            raise UsageError("--output-tokens goes with --input-tokens (a token-exact workload)")
         if self.find_capacity is not None:
             if not self.slo:
                 raise UsageError("--find-capacity searches for the load that meets --slo: give --slo too")

@@ -62,6 +62,8 @@ class RequestRecord:
     served_model: str | None = None  # the response's "model" (what the server says it ran)
     system_fingerprint: str | None = None  # the response's system_fingerprint (its backend configuration)
     n_cached: int | None = None  # prompt tokens served from the server's prefix cache, when it says
+    asked_in: int | None = None  # token-exact workloads: the prompt tokens asked for (compare n_in)
+    asked_out: int | None = None  # ... and the output tokens (compare n_out)
     # Where and on which clock it was measured. ``*_ns`` + wall_anchor_ns = Unix time (ns) on the measuring
     # process's wall clock; + clock_offset_ns = on the driver's (bench --workers / --ray), measured by
     # round trips, to within clock_offset_err_ns. Records of older versions carry none of these.
@@ -78,8 +80,9 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class ClientLoad:
-    """How busy one load-generating process was during one load level: its own CPU time (user + system)
-    over the level's wall time. Near 1.0 it was saturated, and its timestamps came late."""
+    """How busy one load-generating process was during one load level: the CPU time (user + system) of
+    the thread running its event loop, over the level's wall time. Near 1.0 it was saturated, and its
+    timestamps came late."""
 
     worker: int
     host: str

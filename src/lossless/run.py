@@ -25,6 +25,7 @@ from lossless.endpoints import Endpoint, api_key
 from lossless.records import ClientLoad, JsonlWriter, RequestRecord
 from lossless.workload.arrivals import gamma, poisson
 from lossless.workload.prompts import Prompt, prompts
+from lossless.workload.synthetic import Synthetic, synthetic_prompts
 
 Clock = Callable[[], int]
 OnRecord = Callable[[RequestRecord], None]  # called on the event loop: must return at once
@@ -69,6 +70,7 @@ class BenchConfig:
     worker: int = 0
     workers: int = 1
     start_ns: int | None = None  # on this process's clock: the open loop's time zero, shared by the workers
+    synthetic: Synthetic | None = None  # token-exact prompts (--input-tokens) instead of ``suite``
 
     def share(self, concurrency: int) -> int:
         """How many of a closed loop's ``concurrency`` slots this worker runs (the remainder spread)."""
@@ -113,7 +115,9 @@ class _Run:
         self.cfg, self.clock, self.result, self.on_record = cfg, clock, result, on_record
         self.on_start = on_start  # gets, as each attempt is sent, the record it would leave if lost
         self.wall_anchor_ns = time.time_ns() - clock()  # clock() + this = Unix time, in ns
-        self.pool = _PromptPool(prompts(cfg.suite, random.Random(cfg.seed)))
+        rng = random.Random(cfg.seed)
+        source = prompts(cfg.suite, rng) if cfg.synthetic is None else synthetic_prompts(cfg.synthetic, rng)
+        self.pool = _PromptPool(source)
         self.rng = random.Random(cfg.seed + 1)  # retry jitter
         self.writer = JsonlWriter(cfg.records_path) if cfg.records_path else None
         self.sessions = {
@@ -253,11 +257,12 @@ async def run_bench(
 async def _levels(run: _Run, cfg: BenchConfig, result: RunResult) -> None:
     for level in cfg.loads:
         before = await run.scrape_all()
-        cpu, wall = time.process_time(), time.monotonic()
+        # the event loop's own thread: not an embedded server answering in this process, nor a progress bar
+        cpu, wall = time.thread_time(), time.monotonic()
         try:
             await (run.open(level) if level.rate is not None else run.closed(level))
         finally:
-            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+            cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
             result.clients.append(ClientLoad(cfg.worker, HOST, level.label, cpu, wall))
         after = await run.scrape_all()
         for name, counters in after.items():

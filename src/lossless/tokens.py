@@ -31,9 +31,23 @@ TokenCounter = Callable[[str], int]
 
 
 @functools.cache
+def load_token_encoder(spec: str) -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
+    """(encode, decode) of the tokenizer ``spec`` names (as ``load_token_counter``), no special tokens."""
+    tokenizer = _load(spec)
+    return (lambda text: list(tokenizer.encode(text, add_special=False)),
+            lambda ids: str(tokenizer.decode(ids, skip_special=True)))  # fmt: skip
+
+
+@functools.cache
 def load_token_counter(spec: str) -> TokenCounter:
     """A tokenizer.json, a Hugging Face folder holding one, a GGUF file, or an embedded model's name ->
     a function counting the tokens of a whole text (no special tokens added)."""
+    tokenizer = _load(spec)
+    return lambda text: len(tokenizer.encode(text, add_special=False))
+
+
+@functools.cache
+def _load(spec: str) -> Any:
     try:
         from lossless.engine.tokenizer import Tokenizer
     except ModuleNotFoundError as exc:
@@ -51,7 +65,7 @@ def load_token_counter(spec: str) -> TokenCounter:
         raise
     except Exception as exc:  # the tokenizers and gguf packages raise their own types for a bad file
         raise UsageError(f"tokenizer {spec!r}: cannot read {path} ({type(exc).__name__}: {exc})") from None
-    return lambda text: len(tokenizer.encode(text, add_special=False))
+    return tokenizer
 
 
 def _gguf_tokenizer(path: Path) -> Any:

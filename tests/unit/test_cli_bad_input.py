@@ -213,6 +213,8 @@ CASES: list[tuple[str, Case, str]] = [
     ),
     ("capacity-percent", argv(*B, "--slo", "ttft=5", "--find-capacity", "0"), usage("--find-capacity")),
     ("workers-zero", argv(*B, "--workers", "0"), usage("--workers")),
+    ("input-tokens-word", argv(*B, "--input-tokens", "many"), "--input-tokens wants N, normal:MEAN,SD"),
+    ("output-tokens-alone", argv(*B, "--output-tokens", "5"), "--output-tokens goes with --input-tokens"),
     ("ray-no-package-or-empty", argv(*B, "--ray", ""), "--ray: give a cluster address"),
     ("burstiness-nan", argv(*B, "--rate", "1", "--burstiness", "nan"), usage("--burstiness")),
     ("duration-nan", argv(*B, "--duration", "nan"), usage("--duration")),

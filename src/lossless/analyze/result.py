@@ -186,6 +186,21 @@ class CacheStats:
 
 
 @dataclass(frozen=True)
+class LengthCheck:
+    """Token-exact workloads: did the server count the prompt tokens asked, and generate the outputs?"""
+
+    requests: int  # successful requests that asked for a prompt length
+    input_exact: int  # whose usage.prompt_tokens was the length asked
+    input_off_most: int  # the largest |prompt_tokens - asked| (a request without usage: not counted)
+    output_asked: int  # successful requests that asked for an output length
+    output_exact: int  # that got exactly that many tokens
+
+    @classmethod
+    def from_dict(cls, d: object) -> LengthCheck:
+        return cls(**{f.name: _int(_obj(d)[f.name], f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
 class GroupStats:
     """One endpoint at one load level, or one prompt class of it."""
 
@@ -201,6 +216,7 @@ class GroupStats:
     served_by: ServedBy
     slo_attainment: Mapping[str, float] = field(default_factory=dict)  # objective (and "all") -> share
     prompt_cache: CacheStats | None = None  # None: no request's usage said what was cached
+    lengths: LengthCheck | None = None  # None: the workload asked for no token counts
 
     def stat(self, metric: str, stat: str) -> float | None:
         return self.metrics[metric].get(stat) if metric in self.metrics else None
@@ -215,6 +231,7 @@ class GroupStats:
             "cost_per_ok_request_usd": self.cost_per_ok_request_usd, "served_by": _plain(self.served_by),
             "slo_attainment": dict(self.slo_attainment),
             "prompt_cache": None if self.prompt_cache is None else self.prompt_cache.as_dict(),
+            "lengths": None if self.lengths is None else _plain(self.lengths),
         }  # fmt: skip
 
     @classmethod
@@ -230,6 +247,7 @@ class GroupStats:
             ServedBy.from_dict(d.get("served_by", {})),
             {k: _num(v, k) for k, v in _obj(d.get("slo_attainment", {})).items()},
             None if d.get("prompt_cache") is None else CacheStats.from_dict(d["prompt_cache"]),
+            None if d.get("lengths") is None else LengthCheck.from_dict(d["lengths"]),
         )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from lossless.analyze.result import (
     Distribution,
     EndpointStats,
     GroupStats,
+    LengthCheck,
     Requests,
     RunInfo,
     Stalls,
@@ -102,7 +103,20 @@ def _group(
         served_by=served_by(final),
         slo_attainment=attainment(final, slo),
         prompt_cache=_prompt_cache(ok, t, seed),
+        lengths=_lengths(ok),
     )
+
+
+def _lengths(ok: Sequence[RequestRecord]) -> LengthCheck | None:
+    asked = [r for r in ok if r.asked_in is not None]
+    if not asked:
+        return None
+    off = [abs(r.n_in - r.asked_in) for r in asked if r.n_in is not None and r.asked_in is not None]
+    outs = [r for r in asked if r.asked_out is not None]
+    return LengthCheck(
+        requests=len(asked), input_exact=sum(1 for d in off if d == 0), input_off_most=max(off, default=0),
+        output_asked=len(outs), output_exact=sum(1 for r in outs if r.n_out == r.asked_out),
+    )  # fmt: skip
 
 
 def _prompt_cache(ok: Sequence[RequestRecord], t: Sequence[Timing], seed: int) -> CacheStats | None:

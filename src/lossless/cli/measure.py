@@ -19,6 +19,7 @@ from lossless.cli.common import (
     outputs,
 )
 from lossless.options import MAX_WORKERS, BenchOptions, ProbeOptions, VerifyOptions, float_list, int_list
+from lossless.workload.synthetic import parse_lengths
 
 BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
 B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
@@ -57,6 +58,17 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 @click.option("--stall-threshold", default=B.stall_threshold, show_default=True, type=SECONDS)
 @click.option("--seed", default=B.seed, show_default=True, type=SEED)
 @click.option(
+    "--input-tokens",
+    default=None,
+    help="Token-exact prompts instead of --suite: N, normal:MEAN,SD, uniform:LOW,HIGH, or aa "
+    "(100/1k/10k/100k in turn), counted with the model's tokenizer.",
+)
+@click.option(
+    "--output-tokens",
+    default=None,
+    help="With --input-tokens: output lengths (as above), forced with ignore_eos where the server takes it.",
+)
+@click.option(
     "--find-capacity",
     default=None,
     type=FiniteFloat(1, 100),
@@ -91,7 +103,13 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 @output_flags("Summary", "records and summaries")
 @friendly_errors
 def bench(
-    urls: tuple[str, ...], concurrency: str | None, rate: str | None, find_capacity: float | None, **opts: Any
+    urls: tuple[str, ...],
+    concurrency: str | None,
+    rate: str | None,
+    find_capacity: float | None,
+    input_tokens: str | None,
+    output_tokens: str | None,
+    **opts: Any,
 ) -> None:
     """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
     from lossless import bench as stage
@@ -101,7 +119,10 @@ def bench(
     levels = None if concurrency is None else int_list(concurrency, "--concurrency")
     rates = None if rate is None else float_list(rate, "--rate")
     share = None if find_capacity is None else find_capacity / 100
-    options = BenchOptions(urls=urls, concurrency=levels, rate=rates, find_capacity=share, **opts)
+    n_in = None if input_tokens is None else parse_lengths(input_tokens, "--input-tokens")
+    n_out = None if output_tokens is None else parse_lengths(output_tokens, "--output-tokens")
+    options = BenchOptions(urls=urls, concurrency=levels, rate=rates, find_capacity=share, input_tokens=n_in,
+                           output_tokens=n_out, **opts)  # fmt: skip
     outputs(options.out_dir, BENCH_FILES, options.html)
     summary, records = stage.run(options)
     console = people_console(stderr=options.as_json)

@@ -251,6 +251,8 @@ def _record(
         n_out_source="usage" if isinstance(n_out, int) else "none",
         n_reasoning=reasoning_tokens(usage),
         n_cached=cached_tokens(usage),
+        asked_in=job.prompt.input_tokens,
+        asked_out=job.prompt.output_tokens,
         finish_reason=acc.finish_reason,
         text="" if acc.status != 200 else "".join(acc.text),
         reasoning_text="".join(acc.reasoning),

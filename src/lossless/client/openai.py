@@ -19,6 +19,8 @@ def request_body(
         body["messages"] = [{"role": role, "content": content} for role, content in prompt.messages]
     else:
         body["prompt"] = prompt.text
+    if prompt.force_output:  # vLLM, SGLang, llama.cpp and lossless serve generate to max_tokens
+        body["ignore_eos"] = True
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}  # the only exact N_out while streaming

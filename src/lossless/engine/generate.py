@@ -121,7 +121,8 @@ def generate_text(
                 ids.append(token)
                 if params.logprobs:
                     logprobs.append(token_logprob(batch.logits[j], token, params.top_logprobs, tokenizer))
-                if token in tokenizer.eos_ids or text.add(decoder.feed([token])):
+                eos = token in tokenizer.eos_ids and not params.ignore_eos
+                if eos or text.add(decoder.feed([token])):
                     finish = "stop"
                 elif n_out >= budget:
                     finish = "length"

@@ -22,6 +22,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()  # stop sequences (not included in the output)
     logprobs: bool = False  # return the chosen token's log-probability
     top_logprobs: int = 0  # and this many alternatives
+    ignore_eos: bool = False  # generate through end-of-sequence tokens, to max_tokens (benchmarks' lengths)
 
     @property
     def greedy(self) -> bool:

@@ -57,6 +57,10 @@ def _notes(e: EndpointStats) -> list[str]:
             f"prompt cache: {c.hits}/{c.reporting} requests hit{share}; TTFT p50 {hit} on a hit, {miss} "
             "on a miss"
         )
+    if n := g.lengths:
+        outputs = f"; {n.output_exact}/{n.output_asked} outputs at the asked length" if n.output_asked else ""
+        notes.append(f"token-exact: {n.input_exact}/{n.requests} prompts counted as asked by the server "
+                     f"(largest difference {n.input_off_most}){outputs}")  # fmt: skip
     if g.cost_per_ok_request_usd is not None:
         notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
     if g.stalls.count:

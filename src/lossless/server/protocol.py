@@ -53,6 +53,7 @@ _COMMON = {
     "n",
     "max_tokens",
     "logprobs",
+    "ignore_eos",
 }
 HONOURED: dict[Api, frozenset[str]] = {
     "chat": frozenset(_COMMON | {"messages", "max_completion_tokens", "top_logprobs"}),
@@ -149,6 +150,7 @@ def parse(
         stop=_stop(body),
         logprobs=logprobs is not None,
         top_logprobs=logprobs or 0,
+        ignore_eos=_bool(body, "ignore_eos", False),
     )
     base = ApiRequest(
         api=api,

@@ -34,6 +34,9 @@ class Prompt:
     cls: str  # suite label used to group results: "short", "long", "len-1k", "file"
     messages: tuple[tuple[str, str], ...]  # (role, content) chat turns
     max_tokens: int | None = None  # overrides --max-tokens for this prompt
+    input_tokens: int | None = None  # token-exact workloads: the prompt tokens the server should count
+    output_tokens: int | None = None  # ... and the output tokens asked for
+    force_output: bool = False  # ask the server to generate through end-of-sequence (ignore_eos)
 
     @property
     def text(self) -> str:  # the completions-API prompt
@@ -74,7 +77,7 @@ _PROSE = (
     "home water room mother area money story fact month lot right study book eye job word business issue "
     "side kind head house service friend father power hour game line end member law car city community"
 )
-_WORDS = tuple(_PROSE.split(" "))
+WORDS = tuple(_PROSE.split(" "))
 # ~1.3 tokens per common English word in Llama/GPT tokenizers; close enough for 100 / 1k / 10k classes.
 _LENGTHS = (("len-100", 100), ("len-1k", 1_000), ("len-10k", 10_000))
 
@@ -128,7 +131,7 @@ def _lengths(rng: random.Random) -> Iterator[Prompt]:
     for i in range(1_000_000_000):
         cls, tokens = _LENGTHS[i % len(_LENGTHS)]
         prefix = f"Request {i} id {rng.getrandbits(64):016x}."  # unique first tokens: no prefix-cache hits
-        filler = " ".join(rng.choices(_WORDS, k=int(tokens / 1.3)))
+        filler = " ".join(rng.choices(WORDS, k=int(tokens / 1.3)))
         text = f"{prefix} Summarise the following text in one sentence.\n\n{filler}"
         yield Prompt(f"{cls}-{i}", cls, _user(text))
 
@@ -147,7 +150,7 @@ def _prefix_spec(suite: str) -> tuple[int, int]:
 def _prefixed(tokens: int, pool: int, rng: random.Random) -> Iterator[Prompt]:
     # each prefix opens with its own id, so prefixes share no first tokens with each other
     words = int(tokens / 1.3)
-    prefixes = [f"Document {k} ({rng.getrandbits(64):016x}). " + " ".join(rng.choices(_WORDS, k=words))
+    prefixes = [f"Document {k} ({rng.getrandbits(64):016x}). " + " ".join(rng.choices(WORDS, k=words))
                 for k in range(pool)]  # fmt: skip
     for i in range(1_000_000_000):
         question = f"Question {i} ({rng.getrandbits(32):08x}): summarise the document above in one sentence."
