@@ -86,9 +86,12 @@ def _floor_process(port: int, streams: int, events: int, interval_us: int, out: 
 
 def _errors(streams: list[list[tuple[int, int]]]) -> dict[str, float]:
     ttft = np.array([s[0][0] - s[0][1] for s in streams if s]) / 1e6
-    gaps = np.concatenate(
-        [np.diff([a for a, _ in s]) - np.diff([b for _, b in s]) for s in streams if len(s) > 1]
-    ) / 1e6
+    gaps = (
+        np.concatenate(
+            [np.diff([a for a, _ in s]) - np.diff([b for _, b in s]) for s in streams if len(s) > 1]
+        )
+        / 1e6
+    )
     first = min(s[0][1] for s in streams if s)
     last = max(s[-1][0] for s in streams if s)
     n = sum(len(s) for s in streams)

@@ -118,8 +118,10 @@ def on_one_timeline(records: list[RequestRecord]) -> list[RequestRecord]:
     """The records with every ``*_ns`` time moved onto one clock: the driver's wall clock, relative to the
     first record's, so that records measured by several processes or machines compare across records
     (spans, arrivals, plots). Times within a record, and so every per-request metric, do not change.
-    Records without a wall anchor (older versions) are returned as they are."""
-    if not records or any(r.wall_anchor_ns is None for r in records):
+    Records of one machine, or without a wall anchor (older versions), are returned as they are: the
+    monotonic clock they were read from is the machine's own, shared by its processes, and more exact
+    than any offset measured between them."""
+    if not records or any(r.wall_anchor_ns is None for r in records) or len({r.host for r in records}) == 1:
         return records
 
     def shift(r: RequestRecord) -> int:

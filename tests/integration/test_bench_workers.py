@@ -86,6 +86,25 @@ def test_two_local_workers_merge_exactly(server: ScriptedServer, tmp_path: Path)
         assert all(t >= s[0] for t, s in zip(tokens, sent, strict=True))
 
 
+def test_several_endpoints_on_workers_each_get_every_request(server: ScriptedServer, tmp_path: Path) -> None:
+    server.script(default=QUICK)
+    endpoints = tmp_path / "endpoints.toml"
+    endpoints.write_text(
+        "".join(f'[[endpoint]]\nname = "{n}"\nbase_url = "{server.url}"\nmodel = "m"\n' for n in "ab")
+    )
+    args = ("--endpoints", str(endpoints), "--workers", "2", "--concurrency", "3", "--requests", "6")
+    done = subprocess.run(_lossless("bench", *args, "--out", str(tmp_path)), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = list(read_jsonl(tmp_path / "records.jsonl"))
+    for name in "ab":
+        mine = [r for r in records if r.endpoint == name]
+        assert sorted(r.request_index for r in mine) == list(range(6)) and all(r.ok for r in mine)
+        assert all(r.worker == (r.request_index % 3) % 2 for r in mine)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [e["name"] for e in summary["endpoints"]] == ["a", "b"] and len(summary["comparisons"]) > 0
+
+
 def test_open_loop_arrivals_are_the_asked_process(server: ScriptedServer, tmp_path: Path) -> None:
     server.script(default={"steps": [[0.0, "content", 1]]})
     rate, n = 40.0, 160

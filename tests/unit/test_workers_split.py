@@ -32,8 +32,9 @@ def test_shares_partition_the_concurrency_and_the_requests(concurrency: int, wor
 
 
 def test_one_timeline_moves_records_between_clocks_and_keeps_their_own_times() -> None:
-    a = make(wall_anchor_ns=1_000_000, clock_offset_ns=0)
+    a = make(wall_anchor_ns=1_000_000, clock_offset_ns=0, host="m1")
     b = make(
+        host="m2",
         request_index=1,
         sent_ns=10,
         event_ns=(30, 40),
@@ -53,6 +54,8 @@ def test_one_timeline_moves_records_between_clocks_and_keeps_their_own_times() -
         assert new.end_ns - new.sent_ns == old.end_ns - old.sent_ns  # type: ignore[operator]
     one_clock = [a, replace(a, request_index=1)]
     assert on_one_timeline(one_clock) is one_clock
+    one_machine = [a, replace(b, host="m1")]  # processes of one machine share its monotonic clock
+    assert on_one_timeline(one_machine) is one_machine
     older = [make(), make(request_index=1)]  # no anchors: as they were
     assert on_one_timeline(older) is older
 
