@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,31 +44,61 @@ def run(
 ) -> RunResult:
     """Run ``config``'s levels on ``workers`` processes (local, or Ray tasks at ``ray_address``)."""
     result = RunResult()
-    writer = JsonlWriter(config.records_path) if config.records_path else None
-    pool = transport.start(workers, ray_address)
-    driver = _Driver(config, pool, result, writer, on_record)
-    try:
-        with _sigterm_interrupts():
+    signals = _Signals()
+    with signals:
+        pool = transport.start(workers, ray_address)
+        writer = JsonlWriter(config.records_path) if config.records_path else None
+        driver = _Driver(config, pool, result, writer, on_record, signals)
+        try:
             driver.wait_for_hellos()
             for level in config.loads:
                 driver.level(level)
                 if driver.all_dead():
                     break
-    except KeyboardInterrupt:
-        result.interrupted = True
-        driver.stop(grace=STOP_GRACE_S)
-    finally:
-        driver.stop(grace=0.0)
-        pool.close()
-        if writer is not None:
-            writer.close()
+        except _Stop:
+            result.interrupted = True
+            driver.stop(grace=STOP_GRACE_S)
+        finally:
+            driver.stop(grace=0.0)
+            pool.close()
+            if writer is not None:
+                writer.close()
     return result
+
+
+class _Stop(Exception):
+    """Ctrl-C or SIGTERM, raised by the driver itself between messages (never inside a queue read)."""
+
+
+class _Signals:
+    """Ctrl-C (to the whole process group, as a terminal sends it) and SIGTERM (``timeout``, ``docker
+    stop``) only set a flag here: a KeyboardInterrupt raised inside a queue read would cut a message in
+    half and leave the pipe unreadable. A second signal cuts the wait for the workers' last records."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.count += 1
+
+    def __enter__(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: signals stay as they are
+                break
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
 
 
 class _Driver:
     def __init__(
         self, config: BenchConfig, pool: Pool, result: RunResult, writer: JsonlWriter | None,
-        on_record: OnRecord | None,
+        on_record: OnRecord | None, signals: _Signals,
     ) -> None:  # fmt: skip
         self.config, self.pool, self.result, self.writer, self.on_record = (
             config,
@@ -81,6 +110,7 @@ class _Driver:
         self.workers = [_Worker(h.index) for h in pool.workers]
         self.pongs: dict[tuple[int, int], int] = {}  # (worker, token) -> the worker's wall clock
         self.level_label = ""
+        self.signals, self.stopping = signals, False
 
     def live(self) -> list[_Worker]:
         return [w for w in self.workers if not w.dead]
@@ -141,8 +171,11 @@ class _Driver:
         for w in self.live():
             with suppress(Exception):  # its queue may be gone with it
                 self.pool.workers[w.index].inbox.put(("stop", None))
-        deadline = time.monotonic() + grace
+        self.stopping = True
+        deadline, signals = time.monotonic() + grace, self.signals.count
         while grace > 0 and not all(w.done or w.dead for w in self.workers) and time.monotonic() < deadline:
+            if self.signals.count > max(signals, 1):  # a second Ctrl-C: do not wait
+                break
             self.pump(0.2)
         for w in self.live():
             if w.in_flight and grace > 0:
@@ -154,6 +187,8 @@ class _Driver:
     def pump(self, timeout: float) -> None:
         for index, kind, payload in self.pool.receive(timeout):
             self.handle(self.workers[index], kind, payload)
+        if self.signals.count and not self.stopping:
+            raise _Stop
         for w in self.live():
             if not w.done and not self.pool.workers[w.index].alive():
                 self.lost(w, "died")
@@ -208,21 +243,3 @@ class _Driver:
 
 def _key(r: RequestRecord) -> tuple[str, str, int, int]:
     return (r.endpoint, r.load, r.request_index, r.attempt)
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (``timeout``, a CI cancellation, ``docker stop``) ends the run as Ctrl-C does."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
