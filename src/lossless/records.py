@@ -78,6 +78,17 @@ class RequestRecord:
         return self.error_kind is None
 
 
+def retryable(kind: str | None) -> bool:
+    """Whether an attempt that failed so is worth another try (``bench --retries``), or a move to another
+    endpoint (``advise``'s failover): everything but success, the run's own end, and a request the
+    endpoint refused as wrong (400, 401, 404 ...; 408 and 429 are the endpoint's state, not the request's)."""
+    if kind is None or kind == "cancelled":
+        return False
+    if kind.startswith("http_4"):
+        return kind in ("http_429", "http_408")
+    return True
+
+
 @dataclass(frozen=True)
 class ClientLoad:
     """How busy one load-generating process was during one load level: the CPU time (user + system) of

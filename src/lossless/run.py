@@ -22,7 +22,7 @@ from lossless.client.call import CallCancelled, CallOptions, Job, call, unfinish
 from lossless.client.http import Session
 from lossless.client.prometheus import scrape
 from lossless.endpoints import Endpoint, api_key
-from lossless.records import ClientLoad, JsonlWriter, RequestRecord
+from lossless.records import ClientLoad, JsonlWriter, RequestRecord, retryable
 from lossless.workload.arrivals import gamma, poisson
 from lossless.workload.prompts import Prompt, prompts
 from lossless.workload.synthetic import Synthetic, synthetic_prompts
@@ -147,7 +147,7 @@ class _Run:
             except CallCancelled as cancelled:
                 self.emit(cancelled.record)
                 raise
-            again = attempt < self.cfg.retries and _retryable(record)
+            again = attempt < self.cfg.retries and retryable(record.error_kind)
             self.emit(replace(record, retried=True) if again else record)
             if not again:
                 return
@@ -327,15 +327,6 @@ def frozen_heap() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def _retryable(record: RequestRecord) -> bool:
-    kind = record.error_kind
-    if kind is None or kind == "cancelled":
-        return False
-    if kind.startswith("http_4"):
-        return kind in ("http_429", "http_408")
-    return True
 
 
 def _backoff(record: RequestRecord, attempt: int, rng: random.Random) -> float:

@@ -27,7 +27,7 @@ import numpy as np
 
 from lossless.advise.result import Estimate
 from lossless.analyze import timing
-from lossless.records import RequestRecord
+from lossless.records import RequestRecord, retryable
 
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 STATS = (*QUANTILES, "error_rate", "attempts_per_request", "attempts_per_success", "usd_per_success")
@@ -65,13 +65,8 @@ class Samples:
 
 
 def fails_over(kind: str | None) -> bool:
-    """The errors ``bench --retries`` retries, and so a failover client moves on from: everything but a
-    request the endpoint refused as wrong (400, 401, 404 ...) and the run's own end."""
-    if kind is None or kind == "cancelled":
-        return False
-    if kind.startswith("http_4"):
-        return kind in ("http_429", "http_408")
-    return True
+    """The errors ``bench --retries`` retries (``records.retryable``): a failover client moves on."""
+    return retryable(kind)
 
 
 def attempt_times(r: RequestRecord) -> tuple[float, float, float]:
