@@ -120,10 +120,7 @@ class _Run:
         self.pool = _PromptPool(source)
         self.rng = random.Random(cfg.seed + 1)  # retry jitter
         self.writer = JsonlWriter(cfg.records_path) if cfg.records_path else None
-        self.sessions = {
-            e.name: Session(e.base_url, dict(e.headers), api_key(e), cfg.connect_timeout)
-            for e in cfg.endpoints
-        }
+        self.sessions = {e.name: session_for(e, cfg.connect_timeout) for e in cfg.endpoints}
 
     def stamped(self, record: RequestRecord) -> RequestRecord:
         return replace(record, worker=self.cfg.worker, host=HOST, wall_anchor_ns=self.wall_anchor_ns)
@@ -281,12 +278,16 @@ async def _scrape(
     return found
 
 
+def session_for(endpoint: Endpoint, connect_timeout: float) -> Session:
+    """The pooled HTTP client of one endpoint: its headers, and its key read from the environment now."""
+    return Session(endpoint.base_url, dict(endpoint.headers), api_key(endpoint), connect_timeout)
+
+
 def scrape_once(cfg: BenchConfig) -> dict[str, dict[str, float]]:
     """Every endpoint's /metrics counters, read now on sessions of its own (a driver between levels)."""
 
     async def read() -> dict[str, dict[str, float]]:
-        sessions = {e.name: Session(e.base_url, dict(e.headers), api_key(e), cfg.connect_timeout)
-                    for e in cfg.endpoints}  # fmt: skip
+        sessions = {e.name: session_for(e, cfg.connect_timeout) for e in cfg.endpoints}
         try:
             return await _scrape(sessions, cfg.endpoints)
         finally:

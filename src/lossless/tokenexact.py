@@ -13,7 +13,7 @@ from lossless.client.call import CallOptions
 from lossless.errors import UsageError
 from lossless.options import BenchOptions
 from lossless.records import RequestRecord
-from lossless.run import BenchConfig
+from lossless.run import BenchConfig, session_for
 from lossless.tokens import load_token_counter
 from lossless.workload.synthetic import Synthetic
 
@@ -43,7 +43,6 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
     """One request to the first endpoint: the tokens its template adds around a message (its
     usage.prompt_tokens less the message's own), and whether it takes ignore_eos (a 400 or 422 if not)."""
     from lossless.client.call import Job, call
-    from lossless.client.http import Session
     from lossless.workload.prompts import Prompt
 
     spec, endpoint = config.synthetic, config.endpoints[0]
@@ -51,9 +50,7 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
     text = "Hello there."
 
     async def ask(force: bool) -> RequestRecord:
-        session = Session(
-            endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), config.connect_timeout
-        )
+        session = session_for(endpoint, config.connect_timeout)
         prompt = Prompt("calibrate", "calibrate", (("user", text),), max_tokens=1, force_output=force)
         try:
             options = CallOptions(config.call.api, False, 1, None, config.call.total_timeout)
