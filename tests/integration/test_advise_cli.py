@@ -78,7 +78,9 @@ def test_advise_json_from_two_runs(runs: tuple[Path, Path]) -> None:
         for t in g["timeouts"]:
             assert t["timeout_ms"]["value"] > 0 and 0 <= t["cut"]["value"] <= 0.05
         one, *hedges = g["hedging"]
-        assert one["policy"] == "single" and len(hedges) >= 3 and one["usd_per_success"]["value"] > 0
+        assert one["policy"] == "single" and hedges and one["usd_per_success"]["value"] > 0
+        delays = [h["delay_ms"] for h in hedges]  # quantiles of E2E; equal ones (b's narrow spread) kept once
+        assert delays == sorted(set(delays))
         for p in g["hedging"]:
             assert p["assumptions"] and p["p50"]["ci95"][0] <= p["p50"]["ci95"][1]
             assert all(_ms(p[q]) <= _ms(one[q]) for q in ("p50", "p95", "p99"))  # never worse
@@ -89,6 +91,7 @@ def test_advise_json_from_two_runs(runs: tuple[Path, Path]) -> None:
     # so its p95 drops from the 0.8 s group's to under the slow group's least (its p99 sits at 1 in 100,
     # both attempts 0.8 s: too close to the edge to check)
     assert a["hedging"][0]["p95"]["value"] >= 800 and a["hedging"][1]["p95"]["value"] < 400
+    assert len(a["hedging"]) >= 4  # a's E2E spans ~40 ms to ~0.8 s: its p25..p99 give 3 delays or more
     # b alone: ~10% no answer; a hedge mostly rescues them (both attempts refused: ~1%)
     assert b["hedging"][0]["error_rate"]["value"] == pytest.approx(0.1, abs=0.02)
     assert b["hedging"][0]["p95"]["value"] is None  # one request in ten never answered: p95 is none

@@ -145,7 +145,7 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
         async with STATE.setdefault("slot", asyncio.Lock()):
             await asyncio.sleep(1 / rate)
     if script.get("stagger_ms"):  # spread otherwise lock-step streams, as arrival times would
-        await asyncio.sleep((STATE["n"] % 16) * script["stagger_ms"] / 1000)
+        await asyncio.sleep((STATE["n"] % script.get("stagger_of", 16)) * script["stagger_ms"] / 1000)
     if script.get("reset"):  # the connection dies before any answer
         writer.transport.abort()
         return
