@@ -17,21 +17,20 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from lossless import endpoints as ep
-from lossless import provision
+from lossless import endpoints as ep, provision
 from lossless.analyze import RunInfo, Summary, parse_slo, summarize
 from lossless.analyze.clients import client_table, saturation_warnings
 from lossless.analyze.summarize import attainment
 from lossless.atomic import atomic_path
 from lossless.capacity import Capacity, search
 from lossless.client.call import CallOptions
-from lossless.errors import EndpointError
+from lossless.errors import EndpointError, UsageError
 from lossless.options import MAX_CONCURRENCY, BenchOptions
 from lossless.records import RequestRecord, write_jsonl
 from lossless.run import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
 from lossless.tokenexact import calibrate, describe, tokenizer_for
 from lossless.tokens import fill_n_out, listed_models, load_token_counter
-from lossless.workload.prompts import prompts
+from lossless.workload.conversation import source
 from lossless.workload.synthetic import Synthetic
 
 
@@ -78,18 +77,25 @@ def plan(options: BenchOptions) -> BenchPlan:
             load_token_counter(endpoint.tokenizer)  # a file that is no tokenizer fails before any traffic
     if o.tokenizer:
         load_token_counter(o.tokenizer)
-    prompts(o.suite, random.Random(0))  # an unknown suite fails before any traffic
-    synthetic = None
+    # an unknown suite, or an unreadable file, fails before any traffic
+    workload = source(o.suite, random.Random(0))
+    synthetic, requests = None, o.requests if o.requests or o.duration else 20
     if o.input_tokens is not None:
         synthetic = Synthetic(o.input_tokens, o.output_tokens, tokenizer_for(o, found))
-    if o.rate is not None:
-        loads: tuple[LoadLevel, ...] = tuple(LoadLevel(rate=r, burstiness=o.burstiness) for r in o.rate)
+    elif o.suite.startswith("trace:"):
+        requests = _trace_requests(o, sum(1 for _ in workload))
+        tokenizer = tokenizer_for(o, found, "--suite trace:")
+        synthetic = Synthetic(None, None, tokenizer, trace=o.suite[len("trace:") :])
+    if o.rate is None and o.concurrency is None and synthetic is not None and synthetic.trace is not None:
+        loads: tuple[LoadLevel, ...] = tuple(LoadLevel(replay=s) for s in o.replay_speed or (1.0,))
+    elif o.rate is not None:
+        loads = tuple(LoadLevel(rate=r, burstiness=o.burstiness) for r in o.rate)
     else:
         loads = tuple(LoadLevel(concurrency=c) for c in o.concurrency or (1,))
     call = CallOptions(o.api, o.stream, o.max_tokens, o.timeout_first_token or None, o.timeout_total)
     schedule = BenchConfig(
         endpoints=found, call=call, suite=o.suite, loads=loads,
-        requests=o.requests if o.requests or o.duration else 20, duration=o.duration, warmup=o.warmup,
+        requests=requests, duration=o.duration, warmup=o.warmup,
         retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
         records_path=None if o.out_dir is None else o.out_dir / "records.jsonl", synthetic=synthetic,
     )  # fmt: skip
@@ -103,6 +109,15 @@ def plan(options: BenchOptions) -> BenchPlan:
                                      "budget_s": o.capacity_budget}  # fmt: skip
     return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings,
                      workers=o.workers, ray=o.ray, capacity=capacity)  # fmt: skip
+
+
+def _trace_requests(o: BenchOptions, lines: int) -> int:
+    """A trace is replayed whole, or its first --requests lines; it is not cycled."""
+    if o.find_capacity is not None and o.rate is None and o.concurrency is None:
+        raise UsageError("--find-capacity with a trace searches a --rate or --concurrency: give one")
+    if o.warmup + (o.requests or 0) > lines:
+        raise UsageError(f"the trace has {lines} requests: --requests and --warmup ask for more")
+    return o.requests or lines - o.warmup
 
 
 def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:

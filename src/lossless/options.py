@@ -54,6 +54,7 @@ class BenchOptions:
     concurrency: tuple[int, ...] | None = None  # closed-loop levels run one after another; None: (1,)
     rate: tuple[float, ...] | None = None  # open loop: arrivals per second, levels run in turn
     burstiness: float = 1.0  # gamma shape of the open-loop gaps; 1 = Poisson
+    replay_speed: tuple[float, ...] | None = None  # suite trace:PATH, its arrivals replayed this much faster
     requests: int | None = None  # measured requests per endpoint and level (default 20 without duration)
     duration: float | None = None  # or: seconds of dispatching per level
     warmup: int = 0  # unmeasured requests first
@@ -92,6 +93,12 @@ class BenchOptions:
                 raise UsageError("--find-capacity starts from one --rate or --concurrency, not a list")
         if self.rate is not None and self.concurrency is not None:
             raise UsageError("choose --concurrency (closed loop) or --rate (open loop), not both")
+        if self.replay_speed is not None:
+            if not self.suite.startswith("trace:"):
+                raise UsageError("--replay-speed replays a trace: give --suite trace:PATH too")
+            if self.rate is not None or self.concurrency is not None or self.input_tokens is not None:
+                raise UsageError("--replay-speed takes its load from the trace: not with --rate, "
+                                 "--concurrency or --input-tokens")  # fmt: skip
         if self.tokenizer == "":
             raise UsageError("--tokenizer: give a tokenizer.json, a GGUF file or an embedded model's name")
 

@@ -64,6 +64,9 @@ class RequestRecord:
     n_cached: int | None = None  # prompt tokens served from the server's prefix cache, when it says
     asked_in: int | None = None  # token-exact workloads: the prompt tokens asked for (compare n_in)
     asked_out: int | None = None  # ... and the output tokens (compare n_out)
+    # conversations: the session (one conversation; request_index is the session's) and the turn, from 1
+    session: str | None = None
+    turn: int | None = None
     # Where and on which clock it was measured. ``*_ns`` + wall_anchor_ns = Unix time (ns) on the measuring
     # process's wall clock; + clock_offset_ns = on the driver's (bench --workers / --ray), measured by
     # round trips, to within clock_offset_err_ns. Records of older versions carry none of these.

@@ -24,8 +24,10 @@ from lossless.client.prometheus import scrape
 from lossless.endpoints import Endpoint, api_key
 from lossless.records import ClientLoad, JsonlWriter, RequestRecord, retryable
 from lossless.workload.arrivals import gamma, poisson
-from lossless.workload.prompts import Prompt, prompts
+from lossless.workload.conversation import Conversation, source
+from lossless.workload.prompts import Prompt
 from lossless.workload.synthetic import Synthetic, synthetic_prompts
+from lossless.workload.trace import replay
 
 Clock = Callable[[], int]
 OnRecord = Callable[[RequestRecord], None]  # called on the event loop: must return at once
@@ -37,9 +39,12 @@ class LoadLevel:
     concurrency: int | None = None  # closed loop: requests in flight per endpoint
     rate: float | None = None  # open loop: arrivals per second
     burstiness: float = 1.0  # gamma shape for open loop; 1 = Poisson
+    replay: float | None = None  # a trace's own arrival times, this many times faster
 
     @property
     def label(self) -> str:
+        if self.replay is not None:
+            return f"replay={self.replay:g}x"
         if self.rate is not None:
             suffix = "" if self.burstiness == 1.0 else f",b={self.burstiness:g}"
             return f"rate={self.rate:g}{suffix}"
@@ -96,12 +101,13 @@ class RunResult:
 
 
 class _PromptPool:
-    """Prompts drawn once and shared, so every endpoint gets prompt i as its i-th request."""
+    """Prompts (or conversations) drawn once and shared, so every endpoint gets prompt i as its i-th."""
 
-    def __init__(self, source: Iterator[Prompt]) -> None:
-        self._source, self._drawn = source, list[Prompt]()
+    def __init__(self, source: Iterator[Prompt] | Iterator[Conversation]) -> None:
+        self._source: Iterator[Prompt | Conversation] = source
+        self._drawn: list[Prompt | Conversation] = []
 
-    def __getitem__(self, i: int) -> Prompt:
+    def __getitem__(self, i: int) -> Prompt | Conversation:
         while len(self._drawn) <= i:
             self._drawn.append(next(self._source))
         return self._drawn[i]
@@ -116,8 +122,16 @@ class _Run:
         self.on_start = on_start  # gets, as each attempt is sent, the record it would leave if lost
         self.wall_anchor_ns = time.time_ns() - clock()  # clock() + this = Unix time, in ns
         rng = random.Random(cfg.seed)
-        source = prompts(cfg.suite, rng) if cfg.synthetic is None else synthetic_prompts(cfg.synthetic, rng)
-        self.pool = _PromptPool(source)
+        self.offsets: list[float] = []  # a trace's arrival times, in seconds from its first
+        if cfg.synthetic is not None and cfg.synthetic.trace is not None:
+            arrivals = replay(cfg.synthetic, rng)
+            self.offsets = [t for t, _ in arrivals]
+            drawn: Iterator[Prompt] | Iterator[Conversation] = iter([p for _, p in arrivals])
+        elif cfg.synthetic is not None:
+            drawn = synthetic_prompts(cfg.synthetic, rng)
+        else:
+            drawn = source(cfg.suite, rng)
+        self.pool = _PromptPool(drawn)
         self.rng = random.Random(cfg.seed + 1)  # retry jitter
         self.writer = JsonlWriter(cfg.records_path) if cfg.records_path else None
         self.sessions = {e.name: session_for(e, cfg.connect_timeout) for e in cfg.endpoints}
@@ -133,7 +147,25 @@ class _Run:
         if self.on_record:
             self.on_record(record)
 
-    async def attempts(self, job: Job) -> None:
+    async def request(self, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int) -> None:
+        """Request ``i`` of the workload: one prompt's attempts, or one conversation's turns in order."""
+        item, warmup = self.pool[i], i < self.cfg.warmup
+        if isinstance(item, Prompt):
+            await self.attempts(Job(endpoint, item, i, level.label, warmup, scheduled_ns))
+            return
+        history: list[tuple[str, str]] = []
+        for turn, said in enumerate(item.turns):
+            if turn:
+                await asyncio.sleep(item.think_s)
+            job = Job(endpoint, item.prompt(turn, history), i, level.label, warmup,
+                      scheduled_ns if turn == 0 else self.clock(), item.id, turn + 1)  # fmt: skip
+            record = await self.attempts(job)
+            if not record.ok:
+                return  # the user gives up: the session ends on its failed turn
+            history += [("user", said), ("assistant", record.text)]
+
+    async def attempts(self, job: Job) -> RequestRecord:
+        """Send ``job`` (again after a retryable failure, up to --retries); the last attempt's record."""
         session = self.sessions[job.endpoint.name]
         for attempt in range(self.cfg.retries + 1):
             if self.on_start is not None:
@@ -147,11 +179,9 @@ class _Run:
             again = attempt < self.cfg.retries and retryable(record.error_kind)
             self.emit(replace(record, retried=True) if again else record)
             if not again:
-                return
+                return record
             await asyncio.sleep(_backoff(record, attempt, self.rng))
-
-    def job(self, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int) -> Job:
-        return Job(endpoint, self.pool[i], i, level.label, i < self.cfg.warmup, scheduled_ns)
+        raise AssertionError("unreachable: the last attempt is never retried")
 
     async def closed(self, level: LoadLevel) -> None:
         assert level.concurrency is not None
@@ -176,7 +206,7 @@ class _Run:
         for i in counter:
             if deadline is not None and time.monotonic() >= deadline:
                 return
-            await self.attempts(self.job(endpoint, i, level, self.clock()))
+            await self.request(endpoint, i, level, self.clock())
 
     async def _serial(self, first: int, stop: int | None, level: LoadLevel, deadline: float | None) -> None:
         n = len(self.cfg.endpoints)
@@ -185,18 +215,24 @@ class _Run:
                 return
             for k in range(n):
                 endpoint = self.cfg.endpoints[(i + k) % n]  # rotate who goes first
-                await self.attempts(self.job(endpoint, i, level, self.clock()))
+                await self.request(endpoint, i, level, self.clock())
 
     def _deadline(self) -> float | None:
         return None if self.cfg.duration is None else time.monotonic() + self.cfg.duration
 
-    async def open(self, level: LoadLevel) -> None:
+    def arrivals(self, level: LoadLevel) -> Iterator[float]:
+        """Send times in seconds from the level's start: a trace's, sped up, or drawn at ``level.rate``."""
+        if level.replay is not None:
+            return iter([t / level.replay for t in self.offsets])
         assert level.rate is not None
-        cfg = self.cfg
-        rng = random.Random(cfg.seed + 2)
-        gaps = (
+        rng = random.Random(self.cfg.seed + 2)
+        return (
             poisson(level.rate, rng) if level.burstiness == 1.0 else gamma(level.rate, level.burstiness, rng)
         )
+
+    async def open(self, level: LoadLevel) -> None:
+        cfg = self.cfg
+        gaps = self.arrivals(level)
         total = None if cfg.requests is None else cfg.warmup + cfg.requests
         slots = asyncio.Semaphore(max(1, cfg.max_in_flight // cfg.workers))
         start_ns, deadline = cfg.start_ns if cfg.start_ns is not None else self.clock(), self._deadline()
@@ -216,11 +252,13 @@ class _Run:
                 await asyncio.sleep(max(0.0, wait))
                 for k in range(n):
                     endpoint = cfg.endpoints[(i + k) % n]  # rotate who goes first
-                    tg.create_task(self._limited(slots, self.job(endpoint, i, level, scheduled)))
+                    tg.create_task(self._limited(slots, endpoint, i, level, scheduled))
 
-    async def _limited(self, slots: asyncio.Semaphore, job: Job) -> None:
+    async def _limited(
+        self, slots: asyncio.Semaphore, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int
+    ) -> None:
         async with slots:
-            await self.attempts(job)
+            await self.request(endpoint, i, level, scheduled_ns)
 
     async def scrape_all(self) -> dict[str, dict[str, float]]:
         return await _scrape(self.sessions, self.cfg.endpoints) if self.cfg.scrape_metrics else {}
@@ -257,7 +295,7 @@ async def _levels(run: _Run, cfg: BenchConfig, result: RunResult) -> None:
         # the event loop's own thread: not an embedded server answering in this process, nor a progress bar
         cpu, wall = time.thread_time(), time.monotonic()
         try:
-            await (run.open(level) if level.rate is not None else run.closed(level))
+            await (run.closed(level) if level.concurrency is not None else run.open(level))
         finally:
             cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
             result.clients.append(ClientLoad(cfg.worker, HOST, level.label, cpu, wall))

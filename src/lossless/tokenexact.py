@@ -10,7 +10,7 @@ from typing import Any
 
 from lossless import endpoints as ep
 from lossless.client.call import CallOptions
-from lossless.errors import UsageError
+from lossless.errors import ModelError, UsageError
 from lossless.options import BenchOptions
 from lossless.records import RequestRecord
 from lossless.run import BenchConfig, session_for
@@ -18,7 +18,7 @@ from lossless.tokens import load_token_counter
 from lossless.workload.synthetic import Synthetic
 
 
-def tokenizer_for(o: BenchOptions, found: tuple[ep.Endpoint, ...]) -> str:
+def tokenizer_for(o: BenchOptions, found: tuple[ep.Endpoint, ...], why: str = "--input-tokens") -> str:
     """The tokenizer that builds token-exact prompts: --tokenizer, the first endpoint's, the embedded
     model's (no URL), or the model the first endpoint names when it is a local file or an embedded name."""
     from lossless.models import DEFAULT_MODEL
@@ -31,11 +31,11 @@ def tokenizer_for(o: BenchOptions, found: tuple[ep.Endpoint, ...]) -> str:
     try:
         spec = given or found[0].model
         load_token_counter(spec)
-    except UsageError:
+    except (UsageError, ModelError):
         if given:
             raise
-        raise UsageError("--input-tokens builds prompts with the model's tokenizer: give --tokenizer "
-                         "(a tokenizer.json, a GGUF file or an embedded model's name)") from None  # fmt: skip
+        raise UsageError(f"{why} builds prompts with the model's tokenizer: give --tokenizer (a "
+                         "tokenizer.json, a GGUF file or an embedded model's name)") from None  # fmt: skip
     return spec
 
 
@@ -60,11 +60,11 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
         finally:
             await session.aclose()
 
-    force = spec.output is not None
+    force = spec.output is not None or spec.trace is not None
     record = asyncio.run(ask(force))
     if force and record.status in (400, 422):
         force, record = False, asyncio.run(ask(False))
-    notes = [] if force or spec.output is None else [
+    notes = [] if force or (spec.output is None and spec.trace is None) else [
         f"{endpoint.name} refused ignore_eos: output lengths are asked as max_tokens, not forced"
     ]  # fmt: skip
     if record.n_in is None:
@@ -77,6 +77,7 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
 def describe(spec: Synthetic) -> dict[str, Any]:
     """For summary.json's config block."""
     return {
-        "input_tokens": spec.input.text, "output_tokens": None if spec.output is None else spec.output.text,
+        "input_tokens": spec.input.text if spec.input else None, "trace": spec.trace,
+        "output_tokens": None if spec.output is None else spec.output.text,
         "tokenizer": spec.tokenizer, "template_overhead": spec.overhead, "ignore_eos": spec.force_output,
     }  # fmt: skip

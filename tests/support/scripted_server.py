@@ -136,6 +136,7 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     api = "completions" if path.endswith("/completions") and "chat" not in path else "chat"
     STATE["n"] += 1
     entry: dict[str, Any] = {"id": f"req-{STATE['n']}", "received_ns": time.perf_counter_ns(), "events": []}
+    entry["messages"], entry["max_tokens"] = body.get("messages"), body.get("max_tokens")
     STATE["log"].append(entry)
     if script.get("head_delay"):
         await asyncio.sleep(script["head_delay"])

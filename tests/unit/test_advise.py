@@ -11,8 +11,7 @@ from pathlib import Path
 import click
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from rich.console import Console
 from test_records import make
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from lossless.engine.engine import Engine
 from lossless.engine.sampling import SamplingParams, inverse_cdf, make_generator, sample, warp

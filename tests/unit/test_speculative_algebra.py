@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from torch import Tensor
 
 from lossless.config import DrafterSpec, parse_drafter_spec

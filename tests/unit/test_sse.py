@@ -6,8 +6,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from lossless.client.sse import SSEParser, read_events
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from test_records import make
 
 from lossless.analyze.clients import saturation_warnings

@@ -15,32 +15,14 @@ from typing import Any
 from lossless.analyze.metrics import CI_STATS, METRICS
 from lossless.analyze.shapes import (
     counts_ as _counts,
-)
-from lossless.analyze.shapes import (
     int_ as _int,
-)
-from lossless.analyze.shapes import (
     list_ as _list,
-)
-from lossless.analyze.shapes import (
     num_ as _num,
-)
-from lossless.analyze.shapes import (
     obj_ as _obj,
-)
-from lossless.analyze.shapes import (
     opt_ as _opt,
-)
-from lossless.analyze.shapes import (
     opts_ as _opts,
-)
-from lossless.analyze.shapes import (
     pair_ as _pair,
-)
-from lossless.analyze.shapes import (
     plain_ as _plain,
-)
-from lossless.analyze.shapes import (
     str_ as _str,
 )
 from lossless.capacity import Capacity
@@ -201,6 +183,28 @@ class LengthCheck:
 
 
 @dataclass(frozen=True)
+class SessionStats:
+    """Conversations: a session's task time runs from its first turn's send to its last turn's end."""
+
+    sessions: int  # conversations started (not warm-up)
+    completed: int  # every turn answered (a failed turn ends its session)
+    turns_ok: int  # turns answered, over every session
+    task_s: Distribution  # of completed sessions
+    model_s: Distribution  # the part of it spent waiting for answers: the sum of the turns' E2E
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**_plain(self), "task_s": self.task_s.as_dict(), "model_s": self.model_s.as_dict()}
+
+    @classmethod
+    def from_dict(cls, d: object) -> SessionStats:
+        d = _obj(d)
+        ints = {k: _int(d[k], k) for k in ("sessions", "completed", "turns_ok")}
+        return cls(
+            **ints, task_s=Distribution.from_dict(d["task_s"]), model_s=Distribution.from_dict(d["model_s"])
+        )
+
+
+@dataclass(frozen=True)
 class GroupStats:
     """One endpoint at one load level, or one prompt class of it."""
 
@@ -217,6 +221,7 @@ class GroupStats:
     slo_attainment: Mapping[str, float] = field(default_factory=dict)  # objective (and "all") -> share
     prompt_cache: CacheStats | None = None  # None: no request's usage said what was cached
     lengths: LengthCheck | None = None  # None: the workload asked for no token counts
+    sessions: SessionStats | None = None  # None: not a conversation workload
 
     def stat(self, metric: str, stat: str) -> float | None:
         return self.metrics[metric].get(stat) if metric in self.metrics else None
@@ -232,6 +237,7 @@ class GroupStats:
             "slo_attainment": dict(self.slo_attainment),
             "prompt_cache": None if self.prompt_cache is None else self.prompt_cache.as_dict(),
             "lengths": None if self.lengths is None else _plain(self.lengths),
+            "sessions": None if self.sessions is None else self.sessions.as_dict(),
         }  # fmt: skip
 
     @classmethod
@@ -248,6 +254,7 @@ class GroupStats:
             {k: _num(v, k) for k, v in _obj(d.get("slo_attainment", {})).items()},
             None if d.get("prompt_cache") is None else CacheStats.from_dict(d["prompt_cache"]),
             None if d.get("lengths") is None else LengthCheck.from_dict(d["lengths"]),
+            None if d.get("sessions") is None else SessionStats.from_dict(d["sessions"]),
         )  # fmt: skip
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from lossless.analyze.compare import compare_classes, comparisons
 from lossless.analyze.metrics import METRICS
@@ -14,6 +15,7 @@ from lossless.analyze.result import (
     LengthCheck,
     Requests,
     RunInfo,
+    SessionStats,
     Stalls,
     Summary,
     Throughput,
@@ -56,8 +58,11 @@ def summarize(
     for name, load in keys:
         attempts, price = groups[(name, load)], prices.get(name, (None, None))
         counters = (spec or {}).get((name, load))
+        overall = replace(
+            _group(attempts, price, slo or {}, stall_s, seed), sessions=_sessions(attempts, seed)
+        )
         entries.append(EndpointStats(
-            name, load, _group(attempts, price, slo or {}, stall_s, seed),
+            name, load, overall,
             {c: _group(part, price, slo or {}, stall_s, seed) for c, part in _by_class(attempts).items()},
             spec_stats(*counters) if counters else None,
         ))  # fmt: skip
@@ -105,6 +110,24 @@ def _group(
         prompt_cache=_prompt_cache(ok, t, seed),
         lengths=_lengths(ok),
     )
+
+
+def _sessions(attempts: Sequence[RequestRecord], seed: int) -> SessionStats | None:
+    """Conversations: each session's final attempts, turn by turn; complete when every turn was answered
+    (a failed turn ends a session, and so does the run's end)."""
+    turns: dict[str, list[RequestRecord]] = {}
+    for r in attempts:
+        if r.session is not None and not r.retried:
+            turns.setdefault(r.session, []).append(r)
+    if not turns:
+        return None
+    done = [rs for rs in turns.values() if all(r.ok for r in rs)]
+    task = [(max(r.end_ns or 0 for r in rs) - min(r.sent_ns for r in rs)) / 1e9 for rs in done]
+    model = [sum((r.end_ns or r.sent_ns) - r.sent_ns for r in rs) / 1e9 for rs in done]
+    return SessionStats(
+        sessions=len(turns), completed=len(done), turns_ok=sum(r.ok for rs in turns.values() for r in rs),
+        task_s=describe(task, seed), model_s=describe(model, seed),
+    )  # fmt: skip
 
 
 def _lengths(ok: Sequence[RequestRecord]) -> LengthCheck | None:

@@ -30,13 +30,25 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 @click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
 @click.option("--endpoints", "endpoints_file", type=click.Path(path_type=Path), help="TOML of [[endpoint]].")
 @click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")
-@click.option("--suite", default=B.suite, show_default=True, help="short|long|mixed|lengths|file:PATH.jsonl")
+@click.option(
+    "--suite",
+    default=B.suite,
+    show_default=True,
+    help="short|long|mixed|lengths|grounded|prefix:TOKENS[,K]|file:PATH.jsonl|sharegpt:PATH; conversations "
+    "(--requests counts sessions): chat:TURNS[,THINK_S]|conversations:PATH[,THINK_S]",
+)
 @click.option("--api", default=B.api, show_default=True, type=click.Choice(["chat", "completions"]))
 @click.option("--stream/--no-stream", default=B.stream, show_default=True)
 @click.option("--max-tokens", default=B.max_tokens, show_default=True, type=click.IntRange(1))
 @click.option("--concurrency", default=None, help="Requests in flight per endpoint; a list (1,4,16) sweeps.")
 # an arrival in 11 days to a million a second; outside, a typo (and 1e-300 overflowed the schedule)
 @click.option("--rate", default=None, help="Open loop: arrivals/s; a list (1,2,4) sweeps.")
+@click.option(
+    "--replay-speed",
+    default=None,
+    help="With --suite trace:PATH: replay the trace's arrivals this many times faster; a list (1,2) sweeps "
+    "[default: 1].",
+)
 @click.option("--burstiness", default=B.burstiness, show_default=True, type=FiniteFloat(1e-3, 1e3))
 @click.option("--requests", default=None, type=click.IntRange(1), help="Measured requests [default: 20].")
 @click.option("--duration", default=None, type=SECONDS, help="Or: seconds.")
@@ -106,6 +118,7 @@ def bench(
     urls: tuple[str, ...],
     concurrency: str | None,
     rate: str | None,
+    replay_speed: str | None,
     find_capacity: float | None,
     input_tokens: str | None,
     output_tokens: str | None,
@@ -118,11 +131,12 @@ def bench(
 
     levels = None if concurrency is None else int_list(concurrency, "--concurrency")
     rates = None if rate is None else float_list(rate, "--rate")
+    speeds = None if replay_speed is None else float_list(replay_speed, "--replay-speed")
     share = None if find_capacity is None else find_capacity / 100
     n_in = None if input_tokens is None else parse_lengths(input_tokens, "--input-tokens")
     n_out = None if output_tokens is None else parse_lengths(output_tokens, "--output-tokens")
-    options = BenchOptions(urls=urls, concurrency=levels, rate=rates, find_capacity=share, input_tokens=n_in,
-                           output_tokens=n_out, **opts)  # fmt: skip
+    options = BenchOptions(urls=urls, concurrency=levels, rate=rates, replay_speed=speeds,
+                           find_capacity=share, input_tokens=n_in, output_tokens=n_out, **opts)  # fmt: skip
     outputs(options.out_dir, BENCH_FILES, options.html)
     summary, records = stage.run(options)
     console = people_console(stderr=options.as_json)

@@ -38,6 +38,8 @@ class Job:
     load: str  # load level label
     warmup: bool
     scheduled_ns: int
+    session: str | None = None  # a conversation's turn: which conversation
+    turn: int | None = None  # ... and which turn, from 1
 
 
 class CallCancelled(asyncio.CancelledError):
@@ -253,6 +255,8 @@ def _record(
         n_cached=cached_tokens(usage),
         asked_in=job.prompt.input_tokens,
         asked_out=job.prompt.output_tokens,
+        session=job.session,
+        turn=job.turn,
         finish_reason=acc.finish_reason,
         text="" if acc.status != 200 else "".join(acc.text),
         reasoning_text="".join(acc.reasoning),

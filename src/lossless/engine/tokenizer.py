@@ -14,8 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Regex, decoders, pre_tokenizers, processors
-from tokenizers import Tokenizer as Backend
+from tokenizers import AddedToken, Regex, Tokenizer as Backend, decoders, pre_tokenizers, processors
 from tokenizers.models import BPE
 
 from lossless.errors import CheckpointError, UsageError

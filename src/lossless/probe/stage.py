@@ -7,8 +7,7 @@ import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lossless import endpoints as ep
-from lossless import provision
+from lossless import endpoints as ep, provision
 from lossless.client.wire import Wire
 from lossless.endpoints import Endpoint, public_url
 from lossless.options import ProbeOptions

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from lossless.analyze import METRIC, METRICS, EndpointStats, GroupStats, Metric, Summary
 from lossless.analyze.metrics import SHOWN_RATIOS
+from lossless.analyze.result import SessionStats
 
 _COLUMNS = tuple((m, stat) for m in METRICS for stat in m.terminal)
 _CLASS_COLUMNS = tuple((m, stat) for m in METRICS for stat in m.by_class)
@@ -61,6 +62,8 @@ def _notes(e: EndpointStats) -> list[str]:
         outputs = f"; {n.output_exact}/{n.output_asked} outputs at the asked length" if n.output_asked else ""
         notes.append(f"token-exact: {n.input_exact}/{n.requests} prompts counted as asked by the server "
                      f"(largest difference {n.input_off_most}){outputs}")  # fmt: skip
+    if s := g.sessions:
+        notes.append(_sessions(s))
     if g.cost_per_ok_request_usd is not None:
         notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
     if g.stalls.count:
@@ -77,6 +80,15 @@ def _notes(e: EndpointStats) -> list[str]:
             "the text), so no TPOT or output speed for them"
         )
     return notes
+
+
+def _sessions(s: SessionStats) -> str:
+    said = f"conversations: {s.completed}/{s.sessions} completed, {s.turns_ok} turns answered"
+    if s.task_s.p50 is None or s.model_s.p50 is None:
+        return said
+    task, model = s.task_s, s.model_s
+    return (f"{said}; task time p50 {task.p50:.2f} s, p95 {task.p95:.2f} s, of which waiting for answers "
+            f"p50 {model.p50:.2f} s")  # fmt: skip
 
 
 def _served_by(g: GroupStats) -> str | None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from lossless import endpoints as ep
-from lossless import provision
+from lossless import endpoints as ep, provision
 from lossless.endpoints import Endpoint
 from lossless.options import VerifyOptions
 from lossless.verify.evidence import gather

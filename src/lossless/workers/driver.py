@@ -34,7 +34,7 @@ class _Worker:
     host: str = "?"
     offset_ns: int = 0  # driver's wall clock minus this worker's
     offset_err_ns: int = 0
-    in_flight: dict[tuple[str, str, int, int], RequestRecord] = field(default_factory=dict)
+    in_flight: dict[tuple[str, str, int, int | None, int], RequestRecord] = field(default_factory=dict)
     dead: bool = False
     done: bool = False  # with the current level
 
@@ -241,5 +241,5 @@ class _Driver:
             )
 
 
-def _key(r: RequestRecord) -> tuple[str, str, int, int]:
-    return (r.endpoint, r.load, r.request_index, r.attempt)
+def _key(r: RequestRecord) -> tuple[str, str, int, int | None, int]:
+    return (r.endpoint, r.load, r.request_index, r.turn, r.attempt)

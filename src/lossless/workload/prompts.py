@@ -13,6 +13,8 @@ prefix:N[,K]  prompt caching: K shared prefixes (system prompts) of about N toke
 A+B+C    several suites taking turns (prompt i from suite i mod 3), each keeping its class
 file:P   a JSONL file, one {"prompt": "..."} or {"messages": [...]} per line (optional "max_tokens",
          "id"), cycled
+
+Conversations (chat:, conversations:) and ShareGPT files are in ``conversation``, traces in ``trace``.
 """
 
 from __future__ import annotations

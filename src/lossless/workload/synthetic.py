@@ -64,17 +64,19 @@ def parse_lengths(text: str, option: str) -> Lengths:
 class Synthetic:
     """What a token-exact workload needs; travels to workers inside ``BenchConfig``."""
 
-    input: Lengths
+    input: Lengths | None  # None: a trace's lengths
     output: Lengths | None  # None: the --max-tokens of the run
     tokenizer: str  # a tokenizer.json, GGUF or embedded model's name (``tokens.load_token_counter``)
     overhead: int = 0  # tokens the server adds around the content (chat template, BOS)
     force_output: bool = False  # the endpoint honours ignore_eos (probed before the run)
+    trace: str | None = None  # a timestamped trace (suite trace:PATH) whose requests and lengths to replay
 
 
 def synthetic_prompts(spec: Synthetic, rng: random.Random) -> Iterator[Prompt]:
     from lossless.tokens import load_token_encoder
 
     encode, decode = load_token_encoder(spec.tokenizer)
+    assert spec.input is not None
     for i in range(1_000_000_000):
         asked = spec.input.draw(i, rng)
         content = max(1, asked - spec.overhead)
