@@ -21,6 +21,7 @@ from lossless.checks import record_problem
 from lossless.errors import UsageError
 from lossless.records import RequestRecord, from_json
 from lossless.report import plots
+from lossless.report.notes import endpoint_notes
 from lossless.report.page import figure, page, section, table
 from lossless.report.verify import verify_section
 
@@ -45,6 +46,10 @@ def _overview(summary: Summary) -> str:
         body += (
             f'<h2 style="margin-top:14px">Compared with the first endpoint</h2><ul class="tight">{items}</ul>'
         )
+    said = [f"{e.name} [{e.load}]: " + "; ".join(n) for e in summary.endpoints if (n := endpoint_notes(e))]
+    if said:
+        items = "".join(f"<li>{escape(t)}</li>" for t in said)
+        body += f'<h2 style="margin-top:14px">Per endpoint</h2><ul class="tight">{items}</ul>'
     if summary.interrupted:
         body += '<p class="about"><b>Interrupted</b>: results cover the requests that finished.</p>'
     return section("overview", "Results", body, "Successful requests only; warm-up excluded.")

@@ -1,0 +1,77 @@
+"""What the tables leave out, in sentences: per endpoint and load, the speculative counters, goodput and
+SLO attainment, prompt caching, token-exact lengths, conversations, cost, stalls and token counting, and
+who answered. The terminal prints them under its table; the HTML report lists them under its own."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from lossless.analyze import METRIC, EndpointStats, GroupStats
+from lossless.analyze.result import SessionStats
+
+
+def endpoint_notes(e: EndpointStats) -> list[str]:
+    notes, g = [], e.overall
+    if sp := e.speculative:
+        length = sp.mean_accepted_length
+        tail = f", mean accepted length {length:.2f}" if length else ""
+        notes.append(f"acceptance {sp.acceptance_rate:.1%}{tail}")
+    if g.throughput.goodput_requests_per_s is not None:
+        notes.append(f"goodput {g.throughput.goodput_requests_per_s:.2f} req/s")
+    if met := g.slo_attainment:
+        each = ", ".join(f"{k} {v:.0%}" for k, v in met.items() if k != "all")
+        notes.append(f"SLO met by {met['all']:.0%} of requests ({each})")
+    if c := g.prompt_cache:
+        share = (
+            f", {c.cached_tokens / c.prompt_tokens:.0%} of prompt tokens cached" if c.prompt_tokens else ""
+        )
+        hit, miss = (METRIC["ttft_ms"].fmt(d.p50, unit=True) for d in (c.ttft_hit, c.ttft_miss))
+        notes.append(
+            f"prompt cache: {c.hits}/{c.reporting} requests hit{share}; TTFT p50 {hit} on a hit, {miss} "
+            "on a miss"
+        )
+    if n := g.lengths:
+        outputs = f"; {n.output_exact}/{n.output_asked} outputs at the asked length" if n.output_asked else ""
+        notes.append(f"token-exact: {n.input_exact}/{n.requests} prompts counted as asked by the server "
+                     f"(largest difference {n.input_off_most}){outputs}")  # fmt: skip
+    if s := g.sessions:
+        notes.append(_sessions(s))
+    if g.cost_per_ok_request_usd is not None:
+        notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
+    if g.stalls.count:
+        notes.append(f"{g.stalls.count} stalls")
+    if chunks := g.n_out_sources.get("chunks", 0):
+        notes.append(
+            f"{chunks} requests counted in chunks, not tokens (no usage from the server and no tokenizer "
+            "found: --tokenizer, or tokenizer = ... in the endpoint file, counts tokens), so their TPOT is "
+            "time per chunk and their speed chunks/s"
+        )
+    if uncounted := g.n_out_sources.get("none", 0):
+        notes.append(
+            f"output tokens unknown for {uncounted} requests (no usage from the server; --tokenizer counts "
+            "the text), so no TPOT or output speed for them"
+        )
+    return notes
+
+
+def _sessions(s: SessionStats) -> str:
+    said = f"conversations: {s.completed}/{s.sessions} completed, {s.turns_ok} turns answered"
+    if s.task_s.p50 is None or s.model_s.p50 is None:
+        return said
+    task, model = s.task_s, s.model_s
+    return (f"{said}; task time p50 {task.p50:.2f} s, p95 {task.p95:.2f} s, of which waiting for answers "
+            f"p50 {model.p50:.2f} s")  # fmt: skip
+
+
+def served_by(g: GroupStats) -> str | None:
+    """ "served by: model M; system_fingerprint F; server S", with counts where there are several."""
+
+    def values(counts: Mapping[str, int]) -> str:
+        if len(counts) == 1:
+            return next(iter(counts))
+        return ", ".join(f"{v} ({n})" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    who = g.served_by
+    found = [("model", who.model), ("system_fingerprint", who.system_fingerprint), *who.headers.items()]
+    parts = [f"{key} {values(counts)}" for key, counts in found if counts]
+    return "served by: " + "; ".join(parts) if parts else None
