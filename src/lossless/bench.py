@@ -26,6 +26,7 @@ from lossless.capacity import Capacity, search
 from lossless.client.call import CallOptions
 from lossless.errors import EndpointError, UsageError
 from lossless.options import MAX_CONCURRENCY, BenchOptions
+from lossless.policies import Policy
 from lossless.records import RequestRecord, write_jsonl
 from lossless.run import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
 from lossless.tokenexact import calibrate, describe, tokenizer_for
@@ -67,11 +68,8 @@ def plan(options: BenchOptions) -> BenchPlan:
     """Check every option against the others and build the run's plan; no traffic yet. No URLs: the plan
     has no endpoints, and the caller provisions them."""
     o = options
-    if o.endpoints_file:
-        found = ep.load_toml(o.endpoints_file)
-    else:
-        found = ep.from_urls(o.urls, o.model, o.api_key_env) if o.urls else ()
-    for endpoint in found:
+    found, policy = _endpoints(o)
+    for endpoint in policy.with_backup(found):
         ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
         if endpoint.tokenizer:
             load_token_counter(endpoint.tokenizer)  # a file that is no tokenizer fails before any traffic
@@ -98,6 +96,7 @@ def plan(options: BenchOptions) -> BenchPlan:
         requests=requests, duration=o.duration, warmup=o.warmup,
         retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
         records_path=None if o.out_dir is None else o.out_dir / "records.jsonl", synthetic=synthetic,
+        policy=policy,
     )  # fmt: skip
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
     settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}
@@ -109,6 +108,29 @@ def plan(options: BenchOptions) -> BenchPlan:
                                      "budget_s": o.capacity_budget}  # fmt: skip
     return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings,
                      workers=o.workers, ray=o.ray, capacity=capacity)  # fmt: skip
+
+
+def _endpoints(o: BenchOptions) -> tuple[tuple[ep.Endpoint, ...], Policy]:
+    """The endpoints to measure, and the policy requests follow (--hedge-after, --failover)."""
+    if o.endpoints_file:
+        found = ep.load_toml(o.endpoints_file)
+    else:
+        found = (
+            ep.from_urls((*o.urls, *([o.failover] if o.failover else [])), o.model, o.api_key_env)
+            if o.urls
+            else ()
+        )
+    backup = None
+    if o.failover is not None and o.endpoints_file:  # a name in the file; the other endpoint is backed up
+        backup = next((e for e in found if o.failover in (e.name, e.base_url)), None)
+        if backup is None or len(found) != 2:
+            raise UsageError(f"--failover {o.failover!r}: with --endpoints, the name of one of two endpoints")
+        found = tuple(e for e in found if e is not backup)
+    elif o.failover is not None:
+        found, backup = found[:-1], found[-1]
+    hedge = None if o.hedge_after is None else o.hedge_after / 1000
+    after = None if o.failover_after is None else o.failover_after / 1000
+    return found, Policy(hedge, backup, after)
 
 
 def _trace_requests(o: BenchOptions, lines: int) -> int:
@@ -149,7 +171,8 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
     if config.records_path is not None and records != result.records:
         with atomic_path(config.records_path) as tmp:
             write_jsonl(tmp, records)
-    prices = {e.name: (e.price_in, e.price_out, e.price_cached_in) for e in config.endpoints}
+    every = config.policy.with_backup(config.endpoints)
+    prices = {e.name: (e.price_in, e.price_out, e.price_cached_in) for e in every}
     workers = len({c.worker for c in result.clients}) or 1
     warnings = (*notes, *result.notes, *saturation_warnings(result.clients))
     info = RunInfo(bench_plan.tokenizer, loop_name, result.interrupted, config_block(bench_plan),
@@ -221,12 +244,12 @@ def _reachable(config: BenchConfig) -> None:
     line and exit 2, not a table of connection errors."""
     from lossless.client.http import unreachable
 
-    async def check() -> list[str | None]:
-        return list(
-            await asyncio.gather(*(unreachable(e.base_url, config.connect_timeout) for e in config.endpoints))
-        )
+    every = config.policy.with_backup(config.endpoints)
 
-    for e, why in zip(config.endpoints, asyncio.run(check()), strict=True):
+    async def check() -> list[str | None]:
+        return list(await asyncio.gather(*(unreachable(e.base_url, config.connect_timeout) for e in every)))
+
+    for e, why in zip(every, asyncio.run(check()), strict=True):
         if why is not None:
             raise EndpointError(f"endpoint {e.name!r} ({ep.public_url(e.base_url)}): cannot connect: {why}")
 
@@ -244,13 +267,14 @@ def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
             {"name": e.name, "base_url": ep.public_url(e.base_url), "model": e.model,
              "api_key_env": e.api_key_env, "headers": sorted(e.headers), "body": dict(e.body),
              "price_usd_per_million": [e.price_in, e.price_out, e.price_cached_in]}
-            for e in config.endpoints
+            for e in config.policy.with_backup(config.endpoints)
         ],
         "suite": config.suite, "api": config.call.api, "stream": config.call.stream,
         "max_tokens": config.call.max_tokens, "loads": [lv.label for lv in config.loads],
         "requests": config.requests, "duration_s": config.duration, "warmup": config.warmup,
         "retries": config.retries, "seed": config.seed, **bench_plan.settings,
         **({"synthetic": describe(config.synthetic)} if config.synthetic else {}),
+        **({"policy": config.policy.describe()} if config.policy.active else {}),
     }  # fmt: skip
 
 

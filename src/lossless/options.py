@@ -76,6 +76,9 @@ class BenchOptions:
     capacity_precision: float = 0.05  # stop when held and missed loads are this close (relative)
     capacity_budget: float = 600.0  # seconds of searching at most
     ray: str | None = None  # run the workers as Ray tasks: a cluster's address, or "local" to start one
+    hedge_after: float | None = None  # ms: a 2nd attempt when the 1st has not answered by then
+    failover: str | None = None  # URL (or, with endpoints_file, an endpoint's name) to fail over to
+    failover_after: float | None = None  # ms without a first token before failing over; None: errors only
 
     def __post_init__(self) -> None:
         if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
@@ -84,6 +87,8 @@ class BenchOptions:
             raise UsageError("--ray: give a cluster address (host:6379, ray://host:10001, auto) or no value")
         if self.urls and self.endpoints_file:
             raise UsageError("give endpoint URLs or --endpoints FILE, not both")
+        if self.failover_after is not None and self.failover is None:
+            raise UsageError("--failover-after goes with --failover URL")
         if self.output_tokens is not None and self.input_tokens is None:
             raise UsageError("--output-tokens goes with --input-tokens (a token-exact workload)")
         if self.find_capacity is not None:
@@ -99,8 +104,20 @@ class BenchOptions:
             if self.rate is not None or self.concurrency is not None or self.input_tokens is not None:
                 raise UsageError("--replay-speed takes its load from the trace: not with --rate, "
                                  "--concurrency or --input-tokens")  # fmt: skip
+        if self.hedge_after is not None or self.failover is not None:
+            self._check_policy()
         if self.tokenizer == "":
             raise UsageError("--tokenizer: give a tokenizer.json, a GGUF file or an embedded model's name")
+
+    def _check_policy(self) -> None:
+        if self.hedge_after is not None and self.failover is not None:
+            raise UsageError("choose --hedge-after or --failover, not both")
+        if self.retries:
+            raise UsageError("--hedge-after and --failover send the second attempts: not with --retries")
+        if self.failover is not None and len(self.urls) > 1:
+            raise UsageError("--failover backs up one endpoint: give one URL")
+        if self.failover is not None and not self.urls and not self.endpoints_file:
+            raise UsageError("--failover backs up an endpoint you name: give its URL (or --endpoints)")
 
     @property
     def embedded(self) -> Embedded:

@@ -22,6 +22,7 @@ from lossless.client.call import CallCancelled, CallOptions, Job, call, unfinish
 from lossless.client.http import Session
 from lossless.client.prometheus import scrape
 from lossless.endpoints import Endpoint, api_key
+from lossless.policies import Attempt, Policy, execute
 from lossless.records import ClientLoad, JsonlWriter, RequestRecord, retryable
 from lossless.workload.arrivals import gamma, poisson
 from lossless.workload.conversation import Conversation, source
@@ -76,6 +77,9 @@ class BenchConfig:
     workers: int = 1
     start_ns: int | None = None  # on this process's clock: the open loop's time zero, shared by the workers
     synthetic: Synthetic | None = None  # token-exact prompts (--input-tokens) instead of ``suite``
+    policy: Policy = field(
+        default_factory=Policy
+    )  # --hedge-after, --failover: several attempts of one request at once
 
     def share(self, concurrency: int) -> int:
         """How many of a closed loop's ``concurrency`` slots this worker runs (the remainder spread)."""
@@ -134,7 +138,8 @@ class _Run:
         self.pool = _PromptPool(drawn)
         self.rng = random.Random(cfg.seed + 1)  # retry jitter
         self.writer = JsonlWriter(cfg.records_path) if cfg.records_path else None
-        self.sessions = {e.name: session_for(e, cfg.connect_timeout) for e in cfg.endpoints}
+        every = cfg.policy.with_backup(cfg.endpoints)
+        self.sessions = {e.name: session_for(e, cfg.connect_timeout) for e in every}
 
     def stamped(self, record: RequestRecord) -> RequestRecord:
         return replace(record, worker=self.cfg.worker, host=HOST, wall_anchor_ns=self.wall_anchor_ns)
@@ -164,15 +169,27 @@ class _Run:
                 return  # the user gives up: the session ends on its failed turn
             history += [("user", said), ("assistant", record.text)]
 
+    async def send(self, job: Job, attempt: int, first_token: asyncio.Event | None = None) -> RequestRecord:
+        if self.on_start is not None:  # the record it leaves if its process is lost (bench --workers)
+            lost = unfinished(job, attempt, self.cfg.call, self.clock(), "worker_lost", "worker lost")
+            self.on_start(self.stamped(lost))
+        return await call(
+            self.sessions[job.endpoint.name], job, attempt, self.cfg.call, self.clock, first_token
+        )
+
+    def start(self, job: Job, attempt: int) -> Attempt:
+        """Attempt ``attempt`` of ``job``, sent now, running on its own (a policy's several at once)."""
+        first_token = asyncio.Event()
+        return Attempt(asyncio.create_task(self.send(job, attempt, first_token)), first_token)
+
     async def attempts(self, job: Job) -> RequestRecord:
-        """Send ``job`` (again after a retryable failure, up to --retries); the last attempt's record."""
-        session = self.sessions[job.endpoint.name]
+        """Send ``job`` (again after a retryable failure, up to --retries; or as --hedge-after or
+        --failover say); the outcome's record."""
+        if self.cfg.policy.active:
+            return await execute(self.cfg.policy, job, self.start, self.emit)
         for attempt in range(self.cfg.retries + 1):
-            if self.on_start is not None:
-                lost = unfinished(job, attempt, self.cfg.call, self.clock(), "worker_lost", "worker lost")
-                self.on_start(self.stamped(lost))
             try:
-                record = await call(session, job, attempt, self.cfg.call, self.clock)
+                record = await self.send(job, attempt)
             except CallCancelled as cancelled:
                 self.emit(cancelled.record)
                 raise

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -30,7 +31,14 @@ from typing import Any
 import httpx
 
 DEFAULT: dict[str, Any] = {"steps": [[0.0, "content", 1]] * 4}
-STATE: dict[str, Any] = {"default": DEFAULT, "scripts": {}, "log": [], "n": 0, "prefixes": {}}
+STATE: dict[str, Any] = {
+    "default": DEFAULT,
+    "scripts": {},
+    "log": [],
+    "n": 0,
+    "prefixes": {},
+    "rng": random.Random(0),
+}
 REASONS = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 404: "Not Found"}
 
 
@@ -134,6 +142,8 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     # endpoints, one fault each, in one run
     script = STATE["scripts"].get("/" + path.split("/")[1]) or STATE["scripts"].get(key, STATE["default"])
     api = "completions" if path.endswith("/completions") and "chat" not in path else "chat"
+    if draws := script.get("draw"):  # one of these overrides, drawn at random for each request (seeded)
+        script = {**script, **STATE["rng"].choice(draws)}
     STATE["n"] += 1
     entry: dict[str, Any] = {"id": f"req-{STATE['n']}", "received_ns": time.perf_counter_ns(), "events": []}
     entry["messages"], entry["max_tokens"] = body.get("messages"), body.get("max_tokens")
@@ -224,6 +234,7 @@ async def _control(writer: asyncio.StreamWriter, method: str, path: str, body: b
         STATE["default"], STATE["scripts"] = new.get("default", DEFAULT), new.get("scripts", {})
         STATE["prefixes"] = {}
         STATE["metrics"] = new.get("metrics", [])
+        STATE["rng"] = random.Random(0)  # the draws of a script start over with it
     if method == "DELETE":
         STATE["log"] = []
     data = json.dumps(STATE["log"] if method == "GET" else {"ok": True}).encode()

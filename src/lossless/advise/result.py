@@ -95,6 +95,30 @@ class GroupAdvice:
 
 
 @dataclass(frozen=True)
+class Executed:
+    """A policy bench executed (--hedge-after, --failover), measured request by request."""
+
+    endpoint: str  # the first attempts' endpoint
+    load: str
+    policy: str  # "hedge" | "failover"
+    chain: tuple[str, ...]  # the endpoints it sends to, in order
+    delay_ms: float | None  # the hedge delay, or the wait for a first token before failing over
+    label: str  # in words
+    requests: int
+    latency_ms: Mapping[str, float | None]  # p50, p95, p99; None: no answer at that percentile
+    error_rate: float
+    attempts_per_request: float
+    predicted: Prediction | None = None  # the same policy, simulated from plain runs given with it
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"endpoint": self.endpoint, "load": self.load, "policy": self.policy, "label": self.label,
+                "chain": list(self.chain), "delay_ms": self.delay_ms, "requests": self.requests,
+                **dict(self.latency_ms), "error_rate": self.error_rate,
+                "attempts_per_request": self.attempts_per_request,
+                "predicted": None if self.predicted is None else self.predicted.as_dict()}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class AdviseResult:
     runs: tuple[str, ...]  # the RUN_DIRs read
     groups: tuple[GroupAdvice, ...]
@@ -102,10 +126,11 @@ class AdviseResult:
     assumptions: tuple[str, ...]  # what every prediction assumes
     settings: Mapping[str, Any]  # draws, resamples, seed, the time-out rule
     notes: tuple[str, ...] = field(default=())  # what reading the runs found
+    executed: tuple[Executed, ...] = field(default=())  # runs made under a policy: what it measured
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "runs": list(self.runs), "settings": dict(self.settings), "assumptions": list(self.assumptions),
             "groups": [g.as_dict() for g in self.groups], "failover": [p.as_dict() for p in self.failover],
-            "notes": list(self.notes),
+            "notes": list(self.notes), "executed": [e.as_dict() for e in self.executed],
         }  # fmt: skip

@@ -13,11 +13,12 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lossless.advise.result import AdviseResult, Estimate, GroupAdvice, Prediction
+from lossless.advise.executed import chain_label, executed
+from lossless.advise.result import AdviseResult, Estimate, Executed, GroupAdvice, Prediction
 from lossless.errors import UsageError
 from lossless.records import RequestRecord
 
@@ -110,9 +111,20 @@ def _prices(run_dir: Path, notes: list[str]) -> dict[str, Price]:
     return dict(p for p in pairs if p is not None)
 
 
+def _policy(run_dir: Path) -> dict[str, Any] | None:
+    """summary.json's ``config.policy``: the run was made under --hedge-after or --failover."""
+    try:
+        found = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        policy = found["config"]["policy"]
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
+        return None
+    return policy if isinstance(policy, dict) else None
+
+
 def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict[str, Price], list[str]]:
     """The runs' measured attempts by (endpoint, load) in the order first sent (warm-up and attempts the
-    run's end cancelled left out: neither says how the endpoint answers), prices and notes."""
+    run's end cancelled left out: neither says how the endpoint answers, nor does one a policy abandoned),
+    prices and notes."""
     from lossless.report.html import read_records
 
     groups: dict[Key, list[RequestRecord]] = {}
@@ -129,8 +141,13 @@ def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict
             raise UsageError(f"{path} holds no records: nothing to advise from")
         for name, price in _prices(d, notes).items():
             prices.setdefault(name, price)
+        if _policy(d) is not None:
+            notes.append(
+                f"{d} was run under a policy (bench --hedge-after / --failover): its attempts are not "
+                "independent, so predictions from them are biased; what it measured is under 'executed'"
+            )
         for r in records:
-            if r.warmup or r.error_kind == "cancelled":
+            if r.warmup or r.error_kind in ("cancelled", "abandoned"):
                 continue
             key = (r.endpoint, r.load)
             if where.setdefault(key, d) != d:
@@ -169,12 +186,13 @@ def _prediction(
 
 
 def _hedging(
-    key: Key, s: Samples, options: AdviseOptions, rng: np.random.Generator
+    key: Key, s: Samples, options: AdviseOptions, rng: np.random.Generator, also: Sequence[float] = ()
 ) -> tuple[Prediction, ...]:
     from lossless.advise import recommend, simulate
 
     name, load = key
     delays = options.hedge_delays if options.hedge_delays is not None else recommend.hedge_delays(s)
+    delays = tuple(sorted({*delays, *also}))  # and the delays of the hedges executed beside it
     policies: dict[str, Policy] = {ALONE: simulate.single(name)}
     policies |= {f"{d:g}": simulate.hedge(name, d) for d in delays}
     found = simulate.evaluate(policies, {name: s}, rng, options.draws, options.resamples)
@@ -195,12 +213,6 @@ def _hedging(
     return tuple(out)
 
 
-def _chain_label(chain: Sequence[str], delay: float) -> str:
-    errors = "on 429/5xx/network errors"
-    when = errors if math.isinf(delay) else f"{delay:g} ms without a first token or {errors}"
-    return ", then ".join(chain) + f" ({when})"
-
-
 def _chains(names: Sequence[str], baseline: Mapping[str, Prediction]) -> list[tuple[str, ...]]:
     """Every ordered pair; with three or more endpoints also all of them, fastest p99 (then p50) first."""
     pairs: list[tuple[str, ...]] = [(a, b) for a in names for b in names if a != b]
@@ -212,7 +224,7 @@ def _chains(names: Sequence[str], baseline: Mapping[str, Prediction]) -> list[tu
 
 def _failover(
     load: str, found: Mapping[str, Samples], baseline: Mapping[str, Prediction], options: AdviseOptions,
-    rng: np.random.Generator,
+    rng: np.random.Generator, also: Sequence[float] = (),
 ) -> list[Prediction]:  # fmt: skip
     from lossless.advise import recommend, simulate
 
@@ -221,9 +233,9 @@ def _failover(
     for chain in _chains(list(found), baseline):
         given = options.failover_delays
         delays = (*given, math.inf) if given is not None else recommend.failover_delays(found[chain[0]])
-        for d in delays:
-            plans[_chain_label(chain, d)] = (chain, d)
-            policies[_chain_label(chain, d)] = simulate.failover(chain, d)
+        for d in sorted({*delays, *also}):  # and the waits of failovers executed beside it
+            plans[chain_label(chain, d)] = (chain, d)
+            policies[chain_label(chain, d)] = simulate.failover(chain, d)
     estimates = simulate.evaluate(policies, found, rng, options.draws, options.resamples)
     out = []
     for label, (chain, d) in plans.items():
@@ -242,15 +254,16 @@ def _failover(
 
 
 def _group(
-    key: Key, records: Sequence[RequestRecord], s: Samples, options: AdviseOptions, rng: np.random.Generator
-) -> GroupAdvice:
+    key: Key, records: Sequence[RequestRecord], s: Samples, options: AdviseOptions, rng: np.random.Generator,
+    also: Sequence[float] = (),
+) -> GroupAdvice:  # fmt: skip
     from lossless.advise import recommend
 
     q, margin, b = options.timeout_quantile, options.timeout_margin, options.resamples
     timeouts = tuple(recommend.timeout(records, phase, q, margin, rng, b) for phase in recommend.PHASES)
     errors = Counter(r.error_kind for r in records if r.error_kind is not None)
     return GroupAdvice(key[0], key[1], len(records), sum(r.ok for r in records), dict(sorted(errors.items())),
-                       timeouts, _hedging(key, s, options, rng))  # fmt: skip
+                       timeouts, _hedging(key, s, options, rng, also))  # fmt: skip
 
 
 def run(options: AdviseOptions) -> AdviseResult:
@@ -258,7 +271,10 @@ def run(options: AdviseOptions) -> AdviseResult:
 
     from lossless.advise import simulate
 
-    groups, prices, notes = read(options.run_dirs)
+    policies = {d: _policy(d) for d in options.run_dirs}
+    plain = [d for d, p in policies.items() if p is None]
+    groups, prices, notes = read(plain or options.run_dirs)  # a policy's runs predict only when alone
+    done = _executed(policies)
     for key, recs in list(groups.items()):
         if len(recs) < MIN_ATTEMPTS:
             notes.append(f"{key[0]} at {key[1]}: {len(recs)} attempts, too few to advise on (fewer than "
@@ -272,15 +288,58 @@ def run(options: AdviseOptions) -> AdviseResult:
     # a generator per group and per load's failover, seeded by their names: adding a run or an endpoint
     # leaves the other groups' numbers as they were
     rng = lambda *names: np.random.default_rng([options.seed, zlib.crc32("\0".join(names).encode())])  # noqa: E731
-    advice = tuple(_group(k, groups[k], found[k], options, rng(*k)) for k in keys)
+    hedged = {
+        (e.endpoint, e.load): e.delay_ms for e in done if e.policy == "hedge" and e.delay_ms is not None
+    }
+    also = lambda k: (hedged[k],) if k in hedged else ()  # noqa: E731
+    advice = tuple(_group(k, groups[k], found[k], options, rng(*k), also(k)) for k in keys)
     failover: list[Prediction] = []
     for load in order:
         here = {k[0]: found[k] for k in keys if k[1] == load}
         if len(here) >= 2:
             baseline = {g.endpoint: g.hedging[0] for g in advice if g.load == load}
-            failover += _failover(load, here, baseline, options, rng("failover", load))
+            waits = [e.delay_ms for e in done if e.policy == "failover" and e.load == load and e.delay_ms]
+            failover += _failover(load, here, baseline, options, rng("failover", load), waits)
+    checked = tuple(_checked(e, advice, failover, notes) for e in done) if plain else done
     return AdviseResult(tuple(str(d) for d in options.run_dirs), advice, tuple(failover), ASSUMPTIONS,
-                        _settings(options), tuple(notes))  # fmt: skip
+                        _settings(options), tuple(notes), checked)  # fmt: skip
+
+
+def _executed(policies: Mapping[Path, dict[str, Any] | None]) -> tuple[Executed, ...]:
+    """What each run made under a policy measured, request by request."""
+    from lossless.report.html import read_records
+
+    out: list[Executed] = []
+    for d, policy in policies.items():
+        if policy is not None:
+            out += executed(read_records(d / "records.jsonl")[0], policy)
+    return tuple(out)
+
+
+AGREE = 0.15  # a prediction and its execution agree when their p99s are this close (relative)
+
+
+def _checked(
+    e: Executed, advice: Sequence[GroupAdvice], failover: Sequence[Prediction], notes: list[str]
+) -> Executed:
+    """``e`` with the prediction of its policy from the plain runs, if one was made; a note where the two
+    disagree by more than ``AGREE`` at p99."""
+    candidates = [p for g in advice for p in g.hedging] if e.policy == "hedge" else failover
+    found = next((p for p in candidates if p.policy == e.policy and p.load == e.load
+                  and p.endpoints == e.chain and p.delay_ms == e.delay_ms), None)  # fmt: skip
+    if found is None:
+        return e
+    measured, predicted = e.latency_ms["p99"], found.p99.value
+    off = None if measured is None or predicted is None else measured / predicted - 1
+    if (measured is None) != (predicted is None) or (off is not None and abs(off) > AGREE):
+        said = "no answer" if measured is None else f"{measured:,.0f} ms"
+        want = "no answer" if predicted is None else f"{predicted:,.0f} ms"
+        notes.append(
+            f"{e.label} at {e.load}: measured p99 {said} against {want} predicted from the plain run(s), "
+            f"more than {AGREE:.0%} apart: the attempts of one request are not independent here (the "
+            "same prompt slow every time, or a slow spell that hits every attempt): the prediction fails"
+        )
+    return replace(e, predicted=found)
 
 
 def _settings(options: AdviseOptions) -> dict[str, Any]:

@@ -44,6 +44,18 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 # an arrival in 11 days to a million a second; outside, a typo (and 1e-300 overflowed the schedule)
 @click.option("--rate", default=None, help="Open loop: arrivals/s; a list (1,2,4) sweeps.")
 @click.option(
+    "--hedge-after",
+    type=FiniteFloat(0, 3_600_000),
+    help="ms: send a 2nd attempt when the 1st "
+    "has not answered by then; the first answer wins (lossless advise predicts what it buys).",
+)
+@click.option("--failover", help="A URL to send a request to when its endpoint fails with a retryable error.")
+@click.option(
+    "--failover-after",
+    type=FiniteFloat(0, 3_600_000),
+    help="ms: with --failover, also fail over when no first token has come by then.",
+)
+@click.option(
     "--replay-speed",
     default=None,
     help="With --suite trace:PATH: replay the trace's arrivals this many times faster; a list (1,2) sweeps "

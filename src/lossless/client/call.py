@@ -59,7 +59,8 @@ class _StreamError(Exception):
 class _Acc:
     """What has arrived so far; becomes the record."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_token: asyncio.Event | None = None) -> None:
+        self.on_first_token = first_token  # set when the first token arrives (bench --failover-after)
         self.headers_ns: int | None = None
         self.status: int | None = None
         self.server_headers: tuple[tuple[str, str], ...] = ()
@@ -94,6 +95,8 @@ class _Acc:
         self.fingerprint = self.fingerprint or chunk.fingerprint
         if chunk.kind in TOKEN_KINDS:
             self.first_token = True
+            if self.on_first_token is not None:
+                self.on_first_token.set()
 
 
 async def call(
@@ -102,8 +105,9 @@ async def call(
     attempt: int,
     opts: CallOptions,
     clock: Callable[[], int] = time.perf_counter_ns,
+    first_token: asyncio.Event | None = None,
 ) -> RequestRecord:
-    acc = _Acc()
+    acc = _Acc(first_token)
     body = json.dumps(request_body(job.endpoint, job.prompt, opts.api, opts.stream, opts.max_tokens)).encode()
     kind: str | None = None
     message: str | None = None

@@ -15,6 +15,7 @@ from rich.markup import escape as markup
 from rich.table import Table
 
 from lossless.advise.result import AdviseResult, Estimate, GroupAdvice, Prediction, Timeout
+from lossless.advise.simulate import QUANTILES
 from lossless.atomic import write_atomic
 from lossless.report import files, svg
 from lossless.report.page import page, section, table
@@ -132,6 +133,26 @@ def render_terminal(result: AdviseResult, console: Console) -> None:
             console.print(f"assumes: {markup(text)}", highlight=False)
     for note in result.notes:
         console.print(f"note: {markup(note)}", highlight=False)
+    if result.executed:
+        console.print(_table(EXECUTED, EXECUTED_HEADERS, _executed_rows(result)))
+
+
+EXECUTED = "measured under its policy (first send to first answer)"
+EXECUTED_HEADERS = (
+    "policy",
+    "load",
+    "requests",
+    *QUANTILES,
+    "predicted p99",
+    "no answer",
+    "attempts/request",
+)
+
+
+def _executed_rows(result: AdviseResult) -> list[tuple[str, ...]]:
+    return [(e.label, e.load, str(e.requests), *(ms(e.latency_ms[q]) for q in QUANTILES),
+             "-" if e.predicted is None else f"{ms(e.predicted.p99.value)} ({ci(e.predicted.p99)})",
+             f"{e.error_rate:.1%}", f"{e.attempts_per_request:.2f}") for e in result.executed]  # fmt: skip
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
@@ -222,6 +243,10 @@ def render_html(result: AdviseResult) -> str:
         base = [g.hedging[0] for g in result.groups if g.load == load]
         sections.append(_failover_section(load, here, base))
         nav.append((f"failover-{_slug(load)}", f"Failover {load}"))
+    if result.executed:
+        body = table(EXECUTED_HEADERS, _executed_rows(result))
+        sections.append(section("executed", "Measured under its policy", body, EXECUTED.capitalize() + "."))
+        nav.append(("executed", "Executed"))
     items = "".join(f"<li>{escape(t)}</li>" for t in (*result.assumptions, *result.notes))
     sections.append(section("assumptions", "Assumptions and notes", f'<ul class="tight">{items}</ul>'))
     nav.append(("assumptions", "Assumptions"))
