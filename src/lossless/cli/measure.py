@@ -34,8 +34,9 @@ B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
     "--suite",
     default=B.suite,
     show_default=True,
-    help="short|long|mixed|lengths|grounded|prefix:TOKENS[,K]|file:PATH.jsonl|sharegpt:PATH; conversations "
-    "(--requests counts sessions): chat:TURNS[,THINK_S]|conversations:PATH[,THINK_S]",
+    help="short, long, mixed, lengths, grounded, prefix:TOKENS[,K], file:PATH.jsonl, sharegpt:PATH; "
+    "conversations (--requests counts them): chat:TURNS[,THINK_S], conversations:PATH[,THINK_S]; a "
+    "timestamped trace replayed at its own times: trace:PATH",
 )
 @click.option("--api", default=B.api, show_default=True, type=click.Choice(["chat", "completions"]))
 @click.option("--stream/--no-stream", default=B.stream, show_default=True)
