@@ -5,6 +5,7 @@ common.py   one-line errors, value types, output checks
 measure.py  bench, probe, verify
 saved.py    report, compare (saved runs)
 advise.py   advise (time-outs, hedging and failover predicted from saved runs)
+watch.py    watch (bench on a schedule, into a history), history (its trends and changes)
 serving.py  models, serve, draft train, demo (the embedded model)
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import click
 
 from lossless import __version__
-from lossless.cli import advise, measure, saved, serving
+from lossless.cli import advise, measure, saved, serving, watch
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,7 +25,7 @@ def main() -> None:
 
 for command in (
     serving.models, serving.serve, serving.draft, measure.bench, measure.probe, measure.verify,
-    serving.demo, saved.report, saved.compare, advise.advise,
+    serving.demo, saved.report, saved.compare, advise.advise, watch.watch, watch.history,
 ):  # fmt: skip
     main.add_command(command)
 

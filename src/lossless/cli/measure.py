@@ -25,6 +25,29 @@ BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --o
 B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 
 
+def bench_options(
+    urls: tuple[str, ...],
+    concurrency: str | None,
+    rate: str | None,
+    replay_speed: str | None,
+    find_capacity: float | None,
+    input_tokens: str | None,
+    output_tokens: str | None,
+    **opts: Any,
+) -> BenchOptions:
+    """bench's flags -> BenchOptions (bench and watch)."""
+    return BenchOptions(
+        urls=urls,
+        concurrency=None if concurrency is None else int_list(concurrency, "--concurrency"),
+        rate=None if rate is None else float_list(rate, "--rate"),
+        replay_speed=None if replay_speed is None else float_list(replay_speed, "--replay-speed"),
+        find_capacity=None if find_capacity is None else find_capacity / 100,
+        input_tokens=None if input_tokens is None else parse_lengths(input_tokens, "--input-tokens"),
+        output_tokens=None if output_tokens is None else parse_lengths(output_tokens, "--output-tokens"),
+        **opts,
+    )
+
+
 @click.command()
 @click.argument("urls", nargs=-1)
 @click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
@@ -142,14 +165,8 @@ def bench(
     from lossless.console import people_console
     from lossless.report import bench as show
 
-    levels = None if concurrency is None else int_list(concurrency, "--concurrency")
-    rates = None if rate is None else float_list(rate, "--rate")
-    speeds = None if replay_speed is None else float_list(replay_speed, "--replay-speed")
-    share = None if find_capacity is None else find_capacity / 100
-    n_in = None if input_tokens is None else parse_lengths(input_tokens, "--input-tokens")
-    n_out = None if output_tokens is None else parse_lengths(output_tokens, "--output-tokens")
-    options = BenchOptions(urls=urls, concurrency=levels, rate=rates, replay_speed=speeds,
-                           find_capacity=share, input_tokens=n_in, output_tokens=n_out, **opts)  # fmt: skip
+    options = bench_options(urls, concurrency, rate, replay_speed, find_capacity, input_tokens, output_tokens,
+                            **opts)  # fmt: skip
     outputs(options.out_dir, BENCH_FILES, options.html)
     summary, records = stage.run(options)
     console = people_console(stderr=options.as_json)
