@@ -130,9 +130,17 @@ def draft() -> None:
 @click.option(  # the engine is loaded for training with a 1024-token context
     "--max-new", default=None, type=click.IntRange(1, 1024), help=f"Answer tokens at most [{R.max_new}]."
 )
+@click.option(
+    "--dtype",
+    "gen_dtype",
+    default=None,
+    type=click.Choice(("bfloat16", "float32")),
+    help=f"The model's weights while it answers [{R.gen_dtype}]; float32 prefills 4-6x faster on a CPU "
+    "without bfloat16 instructions.",
+)
 @click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
 @friendly_errors
-def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes: int | None) -> None:
+def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes: int | str | None) -> None:
     """Self-distil a DSpark-style draft head from the model's own answers to the bundled prompts and
     to prompts it writes itself.
 
