@@ -77,9 +77,8 @@ class BenchConfig:
     workers: int = 1
     start_ns: int | None = None  # on this process's clock: the open loop's time zero, shared by the workers
     synthetic: Synthetic | None = None  # token-exact prompts (--input-tokens) instead of ``suite``
-    policy: Policy = field(
-        default_factory=Policy
-    )  # --hedge-after, --failover: several attempts of one request at once
+    # --hedge-after, --failover: several attempts of one request at once
+    policy: Policy = field(default_factory=Policy)
 
     def share(self, concurrency: int) -> int:
         """How many of a closed loop's ``concurrency`` slots this worker runs (the remainder spread)."""
