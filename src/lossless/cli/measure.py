@@ -150,23 +150,13 @@ def bench_options(
 )
 @output_flags("Summary", "records and summaries")
 @friendly_errors
-def bench(
-    urls: tuple[str, ...],
-    concurrency: str | None,
-    rate: str | None,
-    replay_speed: str | None,
-    find_capacity: float | None,
-    input_tokens: str | None,
-    output_tokens: str | None,
-    **opts: Any,
-) -> None:
+def bench(**flags: Any) -> None:
     """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
     from lossless import bench as stage
     from lossless.console import people_console
     from lossless.report import bench as show
 
-    options = bench_options(urls, concurrency, rate, replay_speed, find_capacity, input_tokens, output_tokens,
-                            **opts)  # fmt: skip
+    options = bench_options(**flags)
     outputs(options.out_dir, BENCH_FILES, options.html)
     summary, records = stage.run(options)
     console = people_console(stderr=options.as_json)
