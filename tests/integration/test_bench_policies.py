@@ -152,5 +152,7 @@ def test_an_interrupted_hedged_run_keeps_every_attempt(server: ScriptedServer, t
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     found = list(read_jsonl(records))
-    assert len(found) == len(server.log())  # every attempt the server saw: finished, abandoned or cancelled
+    # every attempt the server saw has its record: finished, abandoned or cancelled (one cancelled before
+    # its bytes went out has a record too, which the server never saw)
+    assert len(found) >= len(server.log())
     assert {r.error_kind for r in found} <= {None, "abandoned", "cancelled"} and any(r.attempt for r in found)
