@@ -43,7 +43,8 @@ def executed(records: Sequence[RequestRecord], policy: Mapping[str, Any]) -> lis
         qs = np.quantile(latency, list(QUANTILES.values()), method="inverted_cdf")
         kind, chain, delay = ("hedge", (endpoint,), hedge) if hedge is not None else (
             "failover", (endpoint, str(backup)), policy.get("failover_after_ms"))  # fmt: skip
-        label = f"{endpoint}, hedged after {delay:g} ms" if kind == "hedge" else _chain_label(chain, delay)
+        label = (f"{endpoint}, hedged after {delay:g} ms" if kind == "hedge"
+                 else chain_label(chain, math.inf if delay is None else delay))  # fmt: skip
         out.append(Executed(
             endpoint, load, kind, chain, delay, label, len(found),
             {name: float(q) if np.isfinite(q) else None for name, q in zip(QUANTILES, qs, strict=True)},
@@ -57,10 +58,6 @@ def chain_label(chain: Sequence[str], delay: float) -> str:
     errors = "on 429/5xx/network errors"
     when = errors if math.isinf(delay) else f"{delay:g} ms without a first token or {errors}"
     return ", then ".join(chain) + f" ({when})"
-
-
-def _chain_label(chain: Sequence[str], delay: float | None) -> str:
-    return chain_label(chain, math.inf if delay is None else delay)
 
 
 def _latency(attempts: Sequence[RequestRecord]) -> float:

@@ -124,7 +124,7 @@ def _policy(run_dir: Path) -> dict[str, Any] | None:
 def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict[str, Price], list[str]]:
     """The runs' measured attempts by (endpoint, load) in the order first sent (warm-up and attempts the
     run's end cancelled left out: neither says how the endpoint answers, nor does one a policy abandoned),
-    prices and notes."""
+    prices and notes. Runs made under a policy are read only when no plain run is given (``run``)."""
     from lossless.report.html import read_records
 
     groups: dict[Key, list[RequestRecord]] = {}
@@ -141,11 +141,6 @@ def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict
             raise UsageError(f"{path} holds no records: nothing to advise from")
         for name, price in _prices(d, notes).items():
             prices.setdefault(name, price)
-        if _policy(d) is not None:
-            notes.append(
-                f"{d} was run under a policy (bench --hedge-after / --failover): its attempts are not "
-                "independent, so predictions from them are biased; what it measured is under 'executed'"
-            )
         for r in records:
             if r.warmup or r.error_kind in ("cancelled", "abandoned"):
                 continue
@@ -274,6 +269,11 @@ def run(options: AdviseOptions) -> AdviseResult:
     policies = {d: _policy(d) for d in options.run_dirs}
     plain = [d for d, p in policies.items() if p is None]
     groups, prices, notes = read(plain or options.run_dirs)  # a policy's runs predict only when alone
+    notes += [
+        f"{d} was run under a policy (bench --hedge-after / --failover): its attempts are not independent, "
+        "so predictions from them are biased; what it measured is under 'executed'"
+        for d in ([] if plain else options.run_dirs)
+    ]
     done = _executed(policies)
     for key, recs in list(groups.items()):
         if len(recs) < MIN_ATTEMPTS:
