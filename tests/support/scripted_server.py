@@ -12,7 +12,9 @@ content|reasoning|tool|role|malformed|error|number|object, usage ("final"|"each"
 drop_after, body (of a non-200 answer), raw_body (of a 200 non-streamed one), reset (close before any
 answer), raw [[delay_s, text]] (the stream's bytes exactly) with drop (a reset instead of its end),
 capacity (requests/s: before answering, each request holds the server's one slot for 1/capacity s, so
-past that rate a queue grows and so does TTFT), prefix_cache {hit_s, miss_s, shape} (see _prefix_cache).
+past that rate a queue grows and so does TTFT), prefix_cache {hit_s, miss_s, shape} (see _prefix_cache),
+count_with (the path of a GGUF: usage.prompt_tokens is then the real count of the messages, rendered
+with count_template, by that vocabulary; see _prompt_tokens).
 Run: python scripted_server.py  -> prints the port on the first line of stdout.
 """
 
@@ -152,6 +154,8 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
         await asyncio.sleep(script["head_delay"])
     if cache := script.get("prefix_cache"):
         entry["usage"] = await _prefix_cache(body, cache, path.split("/")[1])
+    if script.get("count_with"):
+        entry["usage"] = {"prompt_tokens": _prompt_tokens(body, script)}
     if rate := script.get("capacity"):  # one request at a time, 1/rate s each: past `rate`/s a queue grows
         async with STATE.setdefault("slot", asyncio.Lock()):
             await asyncio.sleep(1 / rate)
@@ -163,7 +167,11 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     status = script.get("status", 200)
     headers = [("x-request-id", entry["id"]), *script.get("headers", [])]
     if status != 200 or not body.get("stream"):
-        content = script.get("body", "") if status != 200 else script.get("raw_body") or _whole(script, api)
+        content = (
+            script.get("body", "")
+            if status != 200
+            else script.get("raw_body") or _whole(script, api, entry.get("usage", {}))
+        )
         data = content.encode()
         head = [f"HTTP/1.1 {status} {REASONS.get(status, 'X')}", f"content-length: {len(data)}"]
         head += ["content-type: application/json"] + [f"{k}: {v}" for k, v in headers]
@@ -217,7 +225,7 @@ async def _raw(writer: asyncio.StreamWriter, script: dict) -> None:
     writer.write(b"0\r\n\r\n")
 
 
-def _whole(script: dict, api: str) -> str:
+def _whole(script: dict, api: str, usage: dict[str, Any]) -> str:
     n = sum(s[2] for s in script["steps"] if s[1] == "content")
     text = "tok " * n
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
@@ -225,7 +233,30 @@ def _whole(script: dict, api: str) -> str:
         choice["text"] = text
     else:
         choice["message"] = {"role": "assistant", "content": text}
-    return json.dumps({"id": "x", "choices": [choice], "usage": {"prompt_tokens": 7, "completion_tokens": n}})
+    usage = {"prompt_tokens": 7, "completion_tokens": n, **usage}
+    return json.dumps({"id": "x", "choices": [choice], "usage": usage})
+
+
+CHATML = "<|im_start|>{role}\n{content}<|im_end|>\n"
+
+
+def _prompt_tokens(body: dict, script: dict) -> int:
+    """The prompt's tokens as a server on ``count_with``'s vocabulary counts them: each message through
+    ``count_template`` (``{role}``, ``{content}``; ChatML by default), a generation prompt, BOS where the
+    vocabulary adds one, special tokens parsed. Needs llama-cpp-python (loaded only here)."""
+    import llama_cpp
+
+    vocabs = STATE.setdefault("vocabs", {})
+    path = script["count_with"]
+    if path not in vocabs:
+        vocabs[path] = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    if "messages" in body:
+        template = script.get("count_template", CHATML)
+        text = "".join(template.format(role=m["role"], content=m["content"]) for m in body["messages"])
+        text += template.split("{content}")[0].format(role="assistant")
+    else:
+        text = body.get("prompt", "")
+    return len(vocabs[path].tokenize(text.encode(), add_bos=True, special=True))
 
 
 async def _control(writer: asyncio.StreamWriter, method: str, path: str, body: bytes) -> None:
