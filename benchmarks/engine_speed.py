@@ -1,113 +1,126 @@
-"""Decode speed of our engine against transformers' ``generate`` on the embedded SmolLM2 (CPU, batch 1).
+"""Decode speed of our engine against llama.cpp on the same GGUF (CPU, batch 1), as ratios in one run.
 
-Both sides run greedy, in this one process, with the same threads and prompts, eos ignored so each run
-makes exactly N tokens. Decode speed is measured the same way for both: (N - 1) / (T(N) - T(1)), where
-T(n) is the wall time of a whole generate call making n tokens; subtracting T(1) removes the prefill.
-The median over repeats and prompts is reported. The machine may be shared: the load average is printed.
+Every engine runs greedy in this one process, with the same threads and prompts, eos ignored so each run
+makes exactly N tokens. Decode speed is (N - 1) / (T(N) - T(1)), where T(n) is the wall time of a whole
+request making n tokens; T(1) (prefill and the first token) is reported too. Rounds are interleaved
+(every engine once per prompt per round), so a shared machine's load falls on all alike; the median
+over rounds and prompts is reported, with each row's ratio to llama.cpp's plain decoding on the same
+suite. The load average is printed before and after.
 
-    python benchmarks/engine_speed.py --dtype float32 bfloat16 --threads 2
+    lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks, bfloat16 activations), eager or
+                     compiled (torch.compile; its start-up cost is printed), plainly or speculatively
+    llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain
+
+    python benchmarks/engine_speed.py --threads 2 [--rows ...] [--suites chat grounded]
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import statistics
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+from speculative_speed import SUITES
+
+from lossless.config import parse_drafter_spec
 from lossless.engine.engine import Engine
-from lossless.engine.generate import generate_text, plain_tokens
-from lossless.engine.sampling import SamplingParams, make_generator
+from lossless.engine.sampling import SamplingParams
 from lossless.models import resolve
 
-PROMPTS = [
-    "Write a short story about a dragon who learns to cook.",
-    "Explain how a CPU cache works, step by step.",
-    "List ten facts about the planet Mars.",
-]
+Run = Callable[[list[int], int], None]  # (prompt ids, tokens to make)
+# row name -> (dtype, compiled, drafter spec); "llama.cpp" is the reference
+ROWS = {
+    "float32": ("float32", False, "none"),
+    "bfloat16": ("bfloat16", False, "none"),
+    "int4": ("int4", False, "none"),
+    "int4 compiled": ("int4", True, "none"),
+    "int4 compiled + ngram": ("int4", True, "ngram"),
+    "int4 compiled + dspark": ("int4", True, "dspark"),
+}
 
 
-def ours(engine: Engine) -> Callable[[list[int], int], None]:
-    tokenizer = copy.copy(engine.tokenizer)
-    tokenizer.eos_ids = frozenset()  # exactly n tokens, as transformers' min_new_tokens does
+def ours(path: Path, dtype: str, compiled: bool, spec: str, context: int) -> Run:
+    engine = Engine.load(path, dtype=dtype, max_context=context)
+    if spec != "none":
+        engine.use_drafter(parse_drafter_spec(spec))
+    if compiled:
+        t0 = time.perf_counter()
+        engine.model.compile_forward()
+        warm = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+        for _ in engine.generate(engine.encode("Warm up the compiled graphs, please."), warm):
+            pass
+        print(f"  {dtype} {spec}: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
     def run(ids: list[int], n: int) -> None:
-        params = SamplingParams(max_tokens=n, temperature=0.0)
-        source = plain_tokens(engine.model, ids, params, make_generator(0))
-        for _ in generate_text(source, tokenizer, params, budget=n):
+        for _ in engine.generate(ids, SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)):
             pass
 
     return run
 
 
-def theirs(path: Path, dtype: torch.dtype) -> Callable[[list[int], int], None]:
-    from transformers import AutoModelForCausalLM
+def llama_cpp(path: Path, threads: int, context: int) -> Run:
+    from llama_cpp import Llama
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype).eval()
+    llm = Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_batch=512, verbose=False)
 
     def run(ids: list[int], n: int) -> None:
-        with torch.inference_mode():
-            model.generate(
-                torch.tensor([ids]), max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=2
-            )
+        llm.reset()  # no prefix reuse from the previous request: a full prefill, as ours does
+        for i, _ in enumerate(llm.generate(ids, top_k=1, temp=0.0, reset=True)):
+            if i + 1 >= n:
+                break
 
     return run
 
 
-def decode_rate(
-    run: Callable[[list[int], int], None], prompts: list[list[int]], n: int, repeats: int
-) -> float:
-    """Median decode tokens/s over prompts x repeats."""
-    run(prompts[0], 8)  # warm-up: first-call allocations and kernel selection
-    rates = []
-    for _ in range(repeats):
+def measure(runs: dict[str, Run], prompts: list[list[int]], n: int, rounds: int) -> dict[str, list]:
+    for run in runs.values():
+        run(prompts[0], 8)  # warm-up: first-call allocations and kernel selection
+    out: dict[str, list] = {name: [] for name in runs}
+    for _ in range(rounds):
         for ids in prompts:
-            t0 = time.perf_counter()
-            run(ids, 1)
-            t1 = time.perf_counter()
-            run(ids, n)
-            t2 = time.perf_counter()
-            rates.append((n - 1) / ((t2 - t1) - (t1 - t0)))
-    return statistics.median(rates)
+            for name, run in runs.items():
+                t0 = time.perf_counter()
+                run(ids, 1)
+                t1 = time.perf_counter()
+                run(ids, n)
+                t2 = time.perf_counter()
+                out[name].append(((n - 1) / ((t2 - t1) - (t1 - t0)), t1 - t0))
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="checkpoint (default: the embedded SmolLM2)")
-    ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
+    ap.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2 Q4_1)")
+    ap.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    ap.add_argument("--suites", nargs="+", default=["chat", "grounded"], choices=list(SUITES))
+    ap.add_argument("--prompts", type=int, default=3, help="prompts per suite")
     ap.add_argument("--new-tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
-    ap.add_argument("--no-transformers", action="store_true", help="measure our engine only")
     opts = ap.parse_args()
     torch.set_num_threads(opts.threads)
-    path = resolve(opts.model)
+    path, context = resolve(opts.model), 2048
     print(f"threads {opts.threads}, load average {os.getloadavg()} before", file=sys.stderr)
-
-    rows: list[tuple[str, float]] = []
-    for dtype in opts.dtype:
-        engine = Engine.load(path, dtype=dtype, max_context=1024)
-        prompts = [engine.chat_prompt([{"role": "user", "content": p}]) for p in PROMPTS]
-        rows.append((f"lossless {dtype}", decode_rate(ours(engine), prompts, opts.new_tokens, opts.repeats)))
-        del engine
-        if not opts.no_transformers:
-            run = theirs(path, getattr(torch, dtype))
-            rows.append((f"transformers {dtype}", decode_rate(run, prompts, opts.new_tokens, opts.repeats)))
-
-    base = next((r for name, r in rows if name == "transformers float32"), None)
-    print(f"{'engine':<24}{'tok/s':>8}{'ms/token':>10}{'vs transformers fp32':>22}")
-    for name, rate in rows:
-        ratio = f"{rate / base:.2f}x" if base else "-"
-        print(f"{name:<24}{rate:>8.1f}{1000 / rate:>10.1f}{ratio:>22}")
+    runs = {"llama.cpp": llama_cpp(path, opts.threads, context)}
+    runs |= {name: ours(path, *ROWS[name], context) for name in opts.rows}
+    encoder = Engine.load(path, max_context=context)
+    print(f"{'suite':<10}{'engine':<26}{'tok/s':>8}{'vs llama.cpp':>14}{'T(1) ms':>10}")
+    for suite in opts.suites:
+        texts = SUITES[suite][: opts.prompts]
+        prompts = [encoder.chat_prompt([{"role": "user", "content": t}]) for t in texts]
+        results = measure(runs, prompts, opts.new_tokens, opts.rounds)
+        base = statistics.median(r for r, _ in results["llama.cpp"])
+        for name, values in results.items():
+            rate = statistics.median(r for r, _ in values)
+            first = statistics.median(t for _, t in values) * 1000
+            print(f"{suite:<10}{name:<26}{rate:>8.1f}{rate / base:>13.2f}x{first:>10.0f}", flush=True)
     print(f"load average {os.getloadavg()} after", file=sys.stderr)
 
 

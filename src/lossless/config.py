@@ -26,11 +26,14 @@ class ServeConfig:
     spec_threshold: float | None = None  # draft models: stop after a token below this probability
     spec_tree: int | None = None  # dspark: candidate tokens per step in a tree (None, 0: one chain)
     threads: int | None = None  # torch intra-op threads; None -> torch's default
+    compile: bool = False  # torch.compile the forward passes at start-up (`Engine.compile`)
 
 
 # --- the weights' dtype ---------------------------------------------------------------------------
 
-DTYPES = ("auto", "bfloat16", "float32")  # what --dtype accepts (the engine also loads float64, for tests)
+# what --dtype accepts (the engine also loads float64, for tests); int4: the GGUF's own Q4_0 / Q4_1 blocks
+# with bfloat16 activations (engine/quant.py), the rest of the weights in bfloat16
+DTYPES = ("auto", "int4", "bfloat16", "float32")
 
 # auto's rule: bfloat16 where the CPU has bfloat16 instructions (x86 avx512_bf16 or amx_bf16, an aarch64
 # "bf16" feature), float32 elsewhere. Decoding one token is bound by memory, so bfloat16 (half the bytes)
@@ -57,6 +60,8 @@ def resolve_dtype(name: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str
     if name != "auto":
         if name not in (*DTYPES, "float64"):
             raise UsageError(f"--dtype: expected one of {', '.join(DTYPES)}; got {name!r}")
+        if name == "int4":
+            return name, "int4 weights (the file's Q4_0 / Q4_1 blocks, bfloat16 activations), as asked"
         return name, f"{name} weights, as asked"
     native = sorted(_cpu_flags(cpuinfo) & _NATIVE_BF16)
     if native:
@@ -111,7 +116,7 @@ class DrafterSpec:
 # four suite/temperature rows with bfloat16 weights, and 0.3 beat 0.1 on all four with float32.
 DEFAULT_K = {"ngram": 8, "draft": 4, "dspark": 7, "none": 0}
 DEFAULT_THRESHOLD = {"draft": 0.3}
-DSPARK_THRESHOLD = {"bfloat16": 0.1, "float32": 0.3}
+DSPARK_THRESHOLD = {"bfloat16": 0.1, "float32": 0.3, "int4": 0.1}  # int4 computes in bfloat16
 # dspark: a tree of up to 4 candidates per step (`HeadDrafter`: the likeliest for greedy requests, three
 # distinct draws for the first position of sampled ones). Open chat, benchmarks/speculative_speed.py,
 # bfloat16: greedy 1.68x against one chain's 1.28x, temperature 1 1.29x against 1.26x (accepted length

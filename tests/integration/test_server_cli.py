@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
+from tiny_gguf import Q, write_gguf
 
 
 def test_serve_announces_its_url_on_stderr_and_stops_on_ctrl_c(tiny_checkpoint: Path) -> None:
@@ -42,3 +44,32 @@ def _read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
             return proc.stderr.readline().strip()
         assert proc.poll() is None, f"serve exited with {proc.returncode}: {proc.stderr.read()}"
     raise AssertionError("serve did not announce its URL in time")
+
+
+@pytest.mark.slow  # compiles the tiny model's graphs before serving (~30 s the first time on 2 cores)
+def test_serve_int4_compiled_says_so_and_answers(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    gguf = write_gguf(tiny_checkpoint, tmp_path / "tiny-q4_1.gguf", Q.Q4_1)
+    cmd = [sys.executable, "-m", "lossless.cli", "serve", "--model", str(gguf), "--port", "0"]
+    cmd += ["--dtype", "int4", "--compile", "--speculative", "ngram"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = _read_line(proc, timeout_s=300).rsplit(" ", 1)[-1]
+        assert proc.stderr is not None  # the next lines came in the same write as the URL's: buffered
+        said = [proc.stderr.readline().strip() for _ in range(2)]
+        assert (
+            said[0]
+            == "lossless: int4 weights (the file's Q4_0 / Q4_1 blocks, bfloat16 activations), as asked"
+        )
+        assert said[1].startswith("lossless: forward passes compiled in ") and said[1].endswith(
+            " s (torch.compile)"
+        )
+        body = {"model": "tiny-q4_1", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 5}
+        with httpx.Client(trust_env=False, timeout=60) as client:
+            reply = client.post(url + "/chat/completions", json=body).json()
+        assert reply["system_fingerprint"].endswith("-int4-compiled-ngram")
+        assert reply["usage"]["completion_tokens"] >= 1
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0

@@ -41,7 +41,9 @@ def test_a_named_dtype_is_kept_and_a_wrong_one_refused() -> None:
     assert "auto" in DTYPES and ServeConfig().dtype == "auto"
     for name in ("bfloat16", "float32", "float64"):
         assert resolve_dtype(name) == (name, f"{name} weights, as asked")
-    with pytest.raises(UsageError, match="--dtype: expected one of auto, bfloat16, float32; got 'float16'"):
+    with pytest.raises(
+        UsageError, match="--dtype: expected one of auto, int4, bfloat16, float32; got 'float16'"
+    ):
         resolve_dtype("float16")
 
 

@@ -86,6 +86,13 @@ def _threshold_help() -> str:
 )
 @click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
 @click.option(
+    "--compile/--no-compile",
+    default=S.compile,
+    show_default=True,
+    help="torch.compile the forward passes before serving: faster decoding after a start-up cost "
+    "(minutes the first time on a small CPU; inductor caches the code on disk, seconds after that).",
+)
+@click.option(
     "--speculative",
     default=S.speculative,
     show_default=True,

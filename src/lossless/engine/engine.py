@@ -81,10 +81,12 @@ class Engine:
         self.args = checkpoint.args
         self.name = name or checkpoint.name
         self.max_context = self.model.max_seq_len
-        self.dtype = str(self.model.output.weight.dtype).removeprefix("torch.")
+        # the served numerics: the weights' dtype, or int4 (the file's 4-bit blocks, bfloat16 activations)
+        self.dtype = "int4" if checkpoint.int4 else str(self.model.output.weight.dtype).removeprefix("torch.")
         self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
         self.drafter: Drafter | None = None
         self.lock = ModelLock()  # guards the model's KV cache; shared with every `with_drafter` copy
+        self.compiled = False  # the forward passes run through torch.compile (`compile`)
 
     def use_drafter(self, spec: DrafterSpec) -> None:
         """Decode speculatively from now on (kind "none": plainly); draft:PATH loads that checkpoint."""
@@ -105,11 +107,15 @@ class Engine:
         from lossless.models import EMBEDDED
 
         path = Path(path)
+        # int4 computes in bfloat16: the kernel is fast only with bfloat16 activations
+        compute = "bfloat16" if dtype == "int4" else dtype
         torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}.get(
-            dtype
+            compute
         )
         if torch_dtype is None:
-            raise UsageError(f"dtype {dtype!r} unsupported, choose float32, bfloat16 or float64")
+            raise UsageError(f"dtype {dtype!r} unsupported, choose int4, float32, bfloat16 or float64")
+        if dtype == "int4" and path.suffix != ".gguf":
+            raise UsageError(f"{path.name}: int4 weights come from a GGUF file's Q4_0 / Q4_1 blocks")
         if path.is_dir():
             from lossless.engine.hf import load_hf
 
@@ -117,13 +123,35 @@ class Engine:
         elif path.suffix == ".gguf":
             from lossless.engine.gguf import load_gguf
 
-            checkpoint = load_gguf(path, torch_dtype)
+            checkpoint = load_gguf(path, torch_dtype, int4=dtype == "int4")
+            if dtype == "int4" and not checkpoint.int4:
+                raise UsageError(f"{path.name}: int4 asked, but no linear layer is stored as Q4_0 or Q4_1")
         elif not path.exists():
             raise CheckpointError(f"{path.name}: no such file or directory")
         else:
             raise CheckpointError(f"{path.name}: expected a .gguf file or a Hugging Face model directory")
         embedded = {m.filename: m.name for m in EMBEDDED.values()}
         return cls(checkpoint, name=embedded.get(path.name), max_context=max_context)
+
+    def compile(self) -> float:
+        """Compile the model's forward passes (and its draft model's) and make the graphs this engine
+        decodes with now, so that no request pays for them: one token, several tokens (prefill, a
+        chain of drafts), a tree. The seconds it took (inductor caches the code on disk: far less the
+        next time in this environment)."""
+        import time
+
+        start = time.perf_counter()
+        self.model.compile_forward()
+        draft = getattr(self.drafter, "model", None)
+        if draft is not None and draft is not self.model:
+            draft.compile_forward()
+        warm = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+        prompt = self.encode("one two three four one two three four one two three four one two")
+        for params in (warm, replace(warm, temperature=1.0, seed=0)):  # greedy and sampled trees differ
+            for _ in self.generate(prompt, params):
+                pass
+        self.compiled = True
+        return time.perf_counter() - start
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -206,6 +234,10 @@ def build_model(checkpoint: Checkpoint, max_context: int | None = None) -> Trans
     model.load_state_dict(weights, strict=True, assign=True)
     if checkpoint.args.tie_embeddings:
         model.output.weight = model.tok_embeddings.weight  # assign=True made two parameters: tie again
+    if checkpoint.int4:
+        from lossless.engine.quant import use_int4
+
+        use_int4(model, checkpoint.int4)
     model.setup_cache(max_context)
     return model.eval()
 

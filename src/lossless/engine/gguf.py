@@ -19,6 +19,7 @@ from torch import Tensor
 
 from lossless.engine.config import ModelArgs
 from lossless.engine.hf import Checkpoint, to_our_layout
+from lossless.engine.quant import Q4_TYPES, ROWS, Int4Weight
 from lossless.engine.tokenizer import Tokenizer
 from lossless.errors import CheckpointError
 
@@ -84,8 +85,9 @@ def unpermute(w: Tensor, n_heads: int) -> Tensor:
     return w.reshape(n_heads, rows // n_heads // 2, 2, cols).transpose(1, 2).reshape(rows, cols)
 
 
-def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> Checkpoint:
-    """A GGUF file -> Checkpoint; a corrupt, truncated or unsupported file -> CheckpointError."""
+def load_gguf(path: Path, dtype: torch.dtype = torch.float32, int4: bool = False) -> Checkpoint:
+    """A GGUF file -> Checkpoint; a corrupt, truncated or unsupported file -> CheckpointError. ``int4``:
+    also keep the 4-bit blocks of the linear layers stored as Q4_0 / Q4_1 (``Checkpoint.int4``)."""
     from gguf import GGUFReader
 
     try:
@@ -102,7 +104,8 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> Checkpoint:
     args = replace(args, tie_embeddings="lm_head.weight" not in hf)
     weights = to_our_layout(hf, args, dtype, path.name)
     tokenizer = _tokenizer(meta, path)
-    return Checkpoint(args, weights, tokenizer, path.stem)
+    blocks = _int4_layers(reader, args) if int4 else {}
+    return Checkpoint(args, weights, tokenizer, path.stem, blocks)
 
 
 def _metadata(reader: Any) -> dict[str, Any]:
@@ -187,6 +190,42 @@ def _hf_tensors(reader: Any, args: ModelArgs, path: Path) -> dict[str, Tensor]:
         elif t.name.endswith("attn_k.weight"):
             w = unpermute(w, args.n_kv_heads)
         out[hf] = w
+    return out
+
+
+# our fused linear layers and the GGUF tensors stacked in each (rows in this order, as to_our_layout does)
+_FUSED = {
+    "attention.wqkv": ("attn_q", "attn_k", "attn_v"),
+    "attention.wo": ("attn_output",),
+    "feed_forward.w13": ("ffn_gate", "ffn_up"),
+    "feed_forward.w2": ("ffn_down",),
+}
+
+
+def _int4_layers(reader: Any, args: ModelArgs) -> dict[str, Int4Weight]:
+    """Our linear layers whose every part is stored as Q4_0 / Q4_1 -> their 4-bit blocks (the rest, and
+    the embedding and output layers, stay dense)."""
+    found: dict[str, Int4Weight] = {}
+    for t in reader.tensors:
+        kind, (stem, _, _) = t.tensor_type.name, t.name.rpartition(".")
+        if kind not in Q4_TYPES or not stem.startswith("blk."):
+            continue
+        cols, rows = (int(d) for d in t.shape.tolist())  # ggml lists the fastest axis first
+        size, _ = QUANTS[kind]
+        weight = Int4Weight.from_blocks(
+            kind, np.asarray(t.data, dtype=np.uint8).reshape(-1, size), (rows, cols)
+        )
+        if stem.endswith("attn_q"):
+            weight = weight.map_rows(lambda w: unpermute(w, args.n_heads))
+        elif stem.endswith("attn_k"):
+            weight = weight.map_rows(lambda w: unpermute(w, args.n_kv_heads))
+        found[stem] = weight
+    out = {}
+    for layer in range(args.n_layers):
+        for ours, parts in _FUSED.items():
+            names = [f"blk.{layer}.{p}" for p in parts]
+            if all(n in found for n in names) and sum(found[n].codes.shape[0] for n in names) % ROWS == 0:
+                out[f"layers.{layer}.{ours}"] = Int4Weight.cat([found[n] for n in names])
     return out
 
 

@@ -8,9 +8,9 @@ are the reference our model follows, so ``to_our_layout`` is also what the GGUF 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -19,6 +19,9 @@ from lossless.engine.config import ModelArgs
 from lossless.engine.tokenizer import Tokenizer
 from lossless.errors import CheckpointError
 
+if TYPE_CHECKING:
+    from lossless.engine.quant import Int4Weight
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -26,6 +29,9 @@ class Checkpoint:
     weights: dict[str, Tensor]  # our Transformer's state dict (fused wqkv / w13), in the requested dtype
     tokenizer: Tokenizer
     name: str  # a model name to report: the file stem or folder name
+    # the file's own 4-bit blocks of the linear layers stored as Q4_0 / Q4_1, by our module name
+    # (``layers.0.attention.wqkv``); filled only when the loader is asked for them
+    int4: dict[str, Int4Weight] = field(default_factory=dict)
 
 
 def load_hf(path: Path, dtype: torch.dtype = torch.float32) -> Checkpoint:

@@ -10,6 +10,7 @@ RoPE uses the Hugging Face ("rotate half") layout; GGUF loaders un-permute q/k w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 import torch
@@ -107,6 +108,7 @@ class Transformer(nn.Module):
         if args.tie_embeddings:
             self.output.weight = self.tok_embeddings.weight
         self.max_seq_len = 0
+        self._compiled: Callable[..., Tensor] = self._layers  # eager until `compile`
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
 
@@ -142,12 +144,37 @@ class Transformer(nn.Module):
         """
         assert self.max_seq_len > 0, "call setup_cache() first"
         length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
+        if pad is not None:  # offline batches only: never compiled
+            return self._layers(tokens, input_pos, length, return_hidden, pad, tree, 0)
+        start = int(input_pos[0]) if tree is not None else 0
+        return self._compiled(tokens, input_pos, length, return_hidden, None, tree, start)
+
+    def compile_forward(self) -> None:
+        """Run every forward but offline batches through torch.compile (inductor, code cached on disk).
+        Shapes are dynamic in the tokens and the cache length, so a few graphs serve every position: one
+        token, several tokens (prefill, a chain of drafts), a tree. Each compiles at its first use."""
+        import torch._dynamo.config
+
+        # dynamo gives up on a function after 8 graphs, shared by every model in the process (a server
+        # and its draft, a benchmark's several engines): past that it would run eagerly without a word
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        self._compiled = torch.compile(self._layers, dynamic=True)
+
+    def _layers(
+        self,
+        tokens: Tensor,
+        input_pos: Tensor,
+        length: int,
+        return_hidden: bool,
+        pad: Tensor | None,
+        tree: Tensor | None,
+        start: int,
+    ) -> Tensor:
         keys = torch.arange(length, device=tokens.device)
         # mask[i, j]: query at input_pos[i] may see key position j
         mask = keys[None, :] <= input_pos[:, None]  # [T, L]
         rope_pos = input_pos
         if tree is not None:
-            start = int(input_pos[0])
             mask[:, start:] = tree
             rope_pos = start + tree.sum(-1) - 1  # start + depth
         if pad is not None:

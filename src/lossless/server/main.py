@@ -27,6 +27,7 @@ class LoadedModel:
     engine: Engine
     name: str  # what /v1/models reports
     aliases: frozenset[str]  # other names requests may use for it
+    compile_s: float | None = None  # seconds spent compiling at start-up (None: eager)
 
 
 def load_model(config: ServeConfig) -> LoadedModel:
@@ -43,10 +44,11 @@ def load_model(config: ServeConfig) -> LoadedModel:
     engine = Engine.load(path, dtype=dtype, max_context=config.max_context)
     spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
     engine.use_drafter(spec)
+    compile_s = engine.compile() if config.compile else None
     requested = config.model or models.DEFAULT_MODEL
     name = requested if requested in models.EMBEDDED else engine.name
     aliases = {engine.name, path.stem, path.name, requested, *_embedded_names(path)}
-    return LoadedModel(engine, name, frozenset(aliases) - {name})
+    return LoadedModel(engine, name, frozenset(aliases) - {name}, compile_s)
 
 
 def decoding_as(loaded: LoadedModel, config: ServeConfig) -> LoadedModel:
@@ -61,7 +63,7 @@ def decoding_as(loaded: LoadedModel, config: ServeConfig) -> LoadedModel:
     current = getattr(loaded.engine, "spec", None) or parse_drafter_spec("none")
     if current == spec:
         return loaded
-    return LoadedModel(loaded.engine.with_drafter(spec), loaded.name, loaded.aliases)
+    return LoadedModel(loaded.engine.with_drafter(spec), loaded.name, loaded.aliases, loaded.compile_s)
 
 
 def _embedded_names(path: Path) -> list[str]:
@@ -135,6 +137,8 @@ def serve(config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> None:
         line += f" (listening on all interfaces, {config.host})"
     # the URL line comes first (scripts read it), the weights' dtype and why just after it
     lines = [line, f"lossless: {reason}"]
+    if loaded.compile_s is not None:
+        lines.append(f"lossless: forward passes compiled in {loaded.compile_s:.0f} s (torch.compile)")
     try:
         asyncio.run(_serve_and_announce(server, sock, lines))
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; for a server that is the end

@@ -1,0 +1,161 @@
+"""int4 weights from a GGUF's Q4_0 / Q4_1 blocks: the codes are the file's, the kernel's product is the
+dense one of the same weights, a tiny Q4_1 GGUF serves from them, and speculative decoding on that path
+still equals plain decoding (greedy, through the engine) and keeps the target's distribution (sampled)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from test_speculative_mc import (
+    ALPHA,
+    accept_draft,
+    accept_no_residual,
+    chi_square_pvalue,
+    draw,
+    micro_pair,
+    transformer_truth,
+)
+from tiny_gguf import write_gguf
+
+from lossless.config import parse_drafter_spec
+from lossless.engine.drafts import ModelDrafter
+from lossless.engine.engine import Engine
+from lossless.engine.gguf import dequantize
+from lossless.engine.quant import Int4Linear, Int4Weight, use_int4
+from lossless.engine.sampling import SamplingParams
+from lossless.errors import UsageError
+
+Q = gguf.GGMLQuantizationType
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+def blocks(kind: Q, rows: int, cols: int, seed: int = 0) -> np.ndarray:
+    values = np.random.default_rng(seed).normal(0, 0.3, (rows, cols)).astype(np.float32)
+    stored = gguf.quants.quantize(values, kind)  # [rows, cols / 32 * bytes] uint8
+    return stored.reshape(-1, gguf.GGML_QUANT_SIZES[kind][1])
+
+
+@pytest.mark.parametrize("kind", [Q.Q4_0, Q.Q4_1])
+def test_codes_scale_and_zero_mean_what_the_file_means(kind: Q) -> None:
+    raw = blocks(kind, 48, 96)
+    weight = Int4Weight.from_blocks(kind.name, raw, (48, 96))
+    assert weight.codes.dtype == torch.uint8 and int(weight.codes.max()) <= 15
+    exact = weight._expand(weight.scale.double(), weight.zero.double())
+    reference = dequantize(kind.name, raw, (48, 96))
+    np.testing.assert_allclose(exact.numpy(), reference, rtol=0, atol=1e-6)
+    # the kernel keeps scale and zero in bfloat16: a small, stated rounding, never zero here
+    assert 0 < weight.rounding_error() < 0.01 * np.abs(reference).max()
+
+
+def test_int4_linear_is_the_dense_product_of_the_same_weights() -> None:
+    weight = Int4Weight.from_blocks("Q4_1", blocks(Q.Q4_1, 64, 128, seed=1), (64, 128))
+    layer = Int4Linear(weight)
+    x = torch.randn(2, 5, 128).to(torch.bfloat16)
+    dense = x.double() @ weight.dense(torch.float64).T
+    torch.testing.assert_close(layer(x).double(), dense, rtol=0.02, atol=0.05)
+
+
+def test_a_layer_that_does_not_match_is_refused() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(128, 32, bias=False))
+    weight = Int4Weight.from_blocks("Q4_0", blocks(Q.Q4_0, 64, 128), (64, 128))
+    with pytest.raises(ValueError, match="no linear layer of shape"):
+        use_int4(model, {"0": weight})
+
+
+@pytest.fixture(scope="module")
+def q4_gguf(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_gguf(tiny_checkpoint, tmp_path_factory.mktemp("q4") / "tiny-q4_1.gguf", Q.Q4_1)
+
+
+def test_int4_engine_serves_the_files_blocks(q4_gguf: Path) -> None:
+    int4, dense = Engine.load(q4_gguf, dtype="int4"), Engine.load(q4_gguf, dtype="float32")
+    assert int4.dtype == "int4"
+    swapped = [m for m in int4.model.modules() if isinstance(m, Int4Linear)]
+    assert len(swapped) == 4 * int4.args.n_layers  # wqkv, wo, w13, w2 of every block
+    ids = int4.encode("Hello, world! How are you today?")
+    with torch.inference_mode():
+        got = int4.model(torch.tensor([ids]), torch.arange(len(ids)))[0].float()
+        want = dense.model(torch.tensor([ids]), torch.arange(len(ids)))[0]
+    # bfloat16 activations against float32 ones over the same weights: close, not equal
+    assert (got - want).abs().max() < 0.1 * want.abs().max()
+
+
+def test_int4_needs_q4_blocks(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="GGUF file's Q4_0 / Q4_1"):
+        Engine.load(tiny_checkpoint, dtype="int4")
+    with pytest.raises(UsageError, match="no linear layer is stored as Q4_0 or Q4_1"):
+        Engine.load(write_gguf(tiny_checkpoint, tmp_path / "f32.gguf"), dtype="int4")
+
+
+def test_int4_greedy_speculative_equals_plain(q4_gguf: Path) -> None:
+    """Every draft verified in one forward over several tokens, against one-token steps: the same tokens."""
+    target = Engine.load(q4_gguf, dtype="int4")
+    prompt = target.encode("def main():\n    return 42\ndef main():\n    return 42\ndef")
+    params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
+    plain = [t for d in target.generate(prompt, params) for t in d.token_ids]
+    target.use_drafter(parse_drafter_spec(f"draft:{q4_gguf}", k=4))
+    assert isinstance(target.drafter, ModelDrafter)
+    deltas = list(target.generate(prompt, params))
+    assert [t for d in deltas for t in d.token_ids] == plain
+    assert len(set(plain)) > 5
+    # the draft is the target's own file: every greedy draft is accepted, so steps verify 5 tokens
+    assert deltas[-1].stats["accepted"] == deltas[-1].stats["drafted"] > 0
+
+
+def int4_micro_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
+    """test_speculative_mc's target and draft, computing in bfloat16 through int4 layers made from Q4_1
+    blocks of their own weights, the target compiled."""
+    target, draft = micro_pair()
+    for model in (target, draft):
+        model.to(torch.bfloat16)
+        layers = {}
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.Linear) and name != "output":
+                rows, cols = module.weight.shape
+                raw = gguf.quants.quantize(module.weight.detach().float().numpy(), Q.Q4_1).reshape(-1, 20)
+                layers[name] = Int4Weight.from_blocks("Q4_1", raw, (rows, cols))
+        use_int4(model, layers)
+        model.setup_cache(64)
+    target.compile_forward()
+    return target, draft
+
+
+@pytest.mark.slow  # compiles (~30 s the first time on 2 cores) and draws 3000 samples
+@pytest.mark.parametrize("accept", ["exact", "no residual"])
+def test_compiled_int4_speculative_keeps_the_targets_distribution(accept: str) -> None:
+    """The chi-square proof of test_speculative_mc on the served fast path (int4, compiled), and its
+    mutation (a rejection that does not resample from the residual) failing the same test."""
+    target, draft = int4_micro_pair()
+    prompt, params = [1, 5, 2, 7, 3], SamplingParams(temperature=0.9, top_k=4)
+    truth = transformer_truth(target, prompt, params)
+    rule = accept_draft if accept == "exact" else accept_no_residual
+    drafter = ModelDrafter(draft, threshold=0.2)
+    samples, stats = draw(target, drafter, prompt, 3000, params=params, k_max=3, accept=rule)
+    assert stats.accept_counts[0] > 0 and stats.accept_counts[2] > 0
+    p = chi_square_pvalue(samples, truth)
+    assert p > ALPHA if accept == "exact" else p < ALPHA
+
+
+@pytest.mark.slow  # compiles the tiny model's graphs (~30 s the first time on 2 cores)
+def test_compiled_engine_decodes_speculatively_as_it_does_plainly(q4_gguf: Path) -> None:
+    """Engine.compile makes the graphs it serves with before any request; then greedy decoding through
+    those graphs is the same speculatively (several tokens per forward) as plainly (one), and close to
+    the eager engine's (compiled kernels fuse and round differently: close, not equal)."""
+    engine, eager = Engine.load(q4_gguf, dtype="int4"), Engine.load(q4_gguf, dtype="int4")
+    engine.use_drafter(parse_drafter_spec(f"draft:{q4_gguf}", k=4))
+    assert engine.compile() > 0 and engine.compiled
+    prompt = engine.encode("Hello, world! How are you today? Hello, world!")
+    params = SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True)
+    speculative = list(engine.generate(prompt, params))
+    assert speculative[-1].stats["accepted"] == speculative[-1].stats["drafted"] > 0
+    plain = engine.with_drafter(parse_drafter_spec("none"))
+    tokens = [t for d in plain.generate(prompt, params) for t in d.token_ids]
+    assert [t for d in speculative for t in d.token_ids] == tokens
+    with torch.inference_mode():
+        x, pos = torch.tensor([prompt]), torch.arange(len(prompt))
+        compiled_logits, eager_logits = engine.model(x, pos)[0].float(), eager.model(x, pos)[0].float()
+    assert (compiled_logits - eager_logits).abs().max() < 0.05 * eager_logits.abs().max()
