@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lossless.analyze import METRIC, EndpointStats, GroupStats
-from lossless.analyze.result import SessionStats
+from lossless.analyze.result import LengthCheck, SessionStats
 
 
 def endpoint_notes(e: EndpointStats) -> list[str]:
@@ -31,9 +31,7 @@ def endpoint_notes(e: EndpointStats) -> list[str]:
             "on a miss"
         )
     if n := g.lengths:
-        outputs = f"; {n.output_exact}/{n.output_asked} outputs at the asked length" if n.output_asked else ""
-        notes.append(f"token-exact: {n.input_exact}/{n.requests} prompts counted as asked by the server "
-                     f"(largest difference {n.input_off_most}){outputs}")  # fmt: skip
+        notes.append(lengths_note(n))
     if s := g.sessions:
         notes.append(_sessions(s))
     if g.cost_per_ok_request_usd is not None:
@@ -75,3 +73,14 @@ def served_by(g: GroupStats) -> str | None:
     found = [("model", who.model), ("system_fingerprint", who.system_fingerprint), *who.headers.items()]
     parts = [f"{key} {values(counts)}" for key, counts in found if counts]
     return "served by: " + "; ".join(parts) if parts else None
+
+
+def lengths_note(n: LengthCheck) -> str:
+    outputs = f"; {n.output_exact}/{n.output_asked} outputs at the asked length" if n.output_asked else ""
+    if n.input_exact == 0 and n.input_off_most == 0:  # no request came back with a prompt count to compare
+        counted = f"the server reported no prompt token counts (usage) for the {n.requests} requests"
+        return f"token-exact: {counted}{outputs}"
+    return (
+        f"token-exact: {n.input_exact}/{n.requests} prompts counted as asked by the server "
+        f"(largest difference {n.input_off_most}){outputs}"
+    )
