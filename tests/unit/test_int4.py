@@ -106,6 +106,18 @@ def test_int4_greedy_speculative_equals_plain(q4_gguf: Path) -> None:
     assert deltas[-1].stats["accepted"] == deltas[-1].stats["drafted"] > 0
 
 
+def test_an_int4_targets_draft_without_q4_blocks_is_loaded_dense(
+    q4_gguf: Path, tiny_checkpoint: Path
+) -> None:
+    target = Engine.load(q4_gguf, dtype="int4")
+    target.use_drafter(parse_drafter_spec(f"draft:{tiny_checkpoint}", k=3))
+    assert isinstance(target.drafter, ModelDrafter)
+    assert target.drafter.model.output.weight.dtype == torch.bfloat16
+    prompt = target.encode("Hello, world!")
+    deltas = list(target.generate(prompt, SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)))
+    assert sum(len(d.token_ids) for d in deltas) == 12
+
+
 def int4_micro_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
     """test_speculative_mc's target and draft, computing in bfloat16 through int4 layers made from Q4_1
     blocks of their own weights, the target compiled."""

@@ -260,7 +260,12 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         )
         return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=spec.tree)
     assert spec.path is not None
-    draft = Engine.load(spec.path, dtype=target.dtype, max_context=target.max_context)
+    try:
+        draft = Engine.load(spec.path, dtype=target.dtype, max_context=target.max_context)
+    except UsageError:  # an int4 target's draft without Q4 blocks: the same activations, dense weights
+        if target.dtype != "int4":
+            raise
+        draft = Engine.load(spec.path, dtype="bfloat16", max_context=target.max_context)
     vocab = [
         [tok.token_bytes(i) for i in range(tok.vocab_size)] for tok in (target.tokenizer, draft.tokenizer)
     ]
