@@ -24,8 +24,8 @@ from tiny_gguf import write_gguf
 from lossless.config import parse_drafter_spec
 from lossless.engine.drafts import ModelDrafter
 from lossless.engine.engine import Engine
-from lossless.engine.gguf import dequantize
-from lossless.engine.quant import Int4Linear, Int4Weight, use_int4
+from lossless.engine.gguf import dequantize, q4_weight
+from lossless.engine.quant import Int4Linear, use_int4
 from lossless.engine.sampling import SamplingParams
 from lossless.errors import UsageError
 
@@ -42,7 +42,7 @@ def blocks(kind: Q, rows: int, cols: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("kind", [Q.Q4_0, Q.Q4_1])
 def test_codes_scale_and_zero_mean_what_the_file_means(kind: Q) -> None:
     raw = blocks(kind, 48, 96)
-    weight = Int4Weight.from_blocks(kind.name, raw, (48, 96))
+    weight = q4_weight(kind.name, raw, (48, 96))
     assert weight.codes.dtype == torch.uint8 and int(weight.codes.max()) <= 15
     exact = weight._expand(weight.scale.double(), weight.zero.double())
     reference = dequantize(kind.name, raw, (48, 96))
@@ -52,7 +52,7 @@ def test_codes_scale_and_zero_mean_what_the_file_means(kind: Q) -> None:
 
 
 def test_int4_linear_is_the_dense_product_of_the_same_weights() -> None:
-    weight = Int4Weight.from_blocks("Q4_1", blocks(Q.Q4_1, 64, 128, seed=1), (64, 128))
+    weight = q4_weight("Q4_1", blocks(Q.Q4_1, 64, 128, seed=1), (64, 128))
     layer = Int4Linear(weight)
     x = torch.randn(2, 5, 128).to(torch.bfloat16)
     dense = x.double() @ weight.dense(torch.float64).T
@@ -61,7 +61,7 @@ def test_int4_linear_is_the_dense_product_of_the_same_weights() -> None:
 
 def test_a_layer_that_does_not_match_is_refused() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(128, 32, bias=False))
-    weight = Int4Weight.from_blocks("Q4_0", blocks(Q.Q4_0, 64, 128), (64, 128))
+    weight = q4_weight("Q4_0", blocks(Q.Q4_0, 64, 128), (64, 128))
     with pytest.raises(ValueError, match="no linear layer of shape"):
         use_int4(model, {"0": weight})
 
@@ -129,7 +129,7 @@ def int4_micro_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
             if isinstance(module, torch.nn.Linear) and name != "output":
                 rows, cols = module.weight.shape
                 raw = gguf.quants.quantize(module.weight.detach().float().numpy(), Q.Q4_1).reshape(-1, 20)
-                layers[name] = Int4Weight.from_blocks("Q4_1", raw, (rows, cols))
+                layers[name] = q4_weight("Q4_1", raw, (rows, cols))
         use_int4(model, layers)
         model.setup_cache(64)
     target.compile_forward()

@@ -193,6 +193,23 @@ def _hf_tensors(reader: Any, args: ModelArgs, path: Path) -> dict[str, Tensor]:
     return out
 
 
+def q4_weight(type_name: str, blocks: np.ndarray, shape: tuple[int, int]) -> Int4Weight:
+    """Raw blocks ([N * K / 32, bytes] uint8) of a Q4_0 or Q4_1 tensor of ``shape`` [N, K] -> its codes,
+    with the kernel's scale d and zero (Q4_0: 0; Q4_1: m + 8d, the weight of code 8)."""
+    d = _f16(blocks, 0)
+    if type_name == "Q4_1":
+        codes, zero = _nibbles(blocks[:, 4:20]), _f16(blocks, 2) + 8.0 * d
+    else:
+        codes, zero = _nibbles(blocks[:, 2:18]), np.zeros_like(d)
+    rows, cols = shape
+    groups = (rows, cols // BLOCK)
+    return Int4Weight(
+        torch.from_numpy(codes.astype(np.uint8).reshape(rows, cols)),
+        torch.from_numpy(d.reshape(groups)),
+        torch.from_numpy(zero.reshape(groups)),
+    )
+
+
 # our fused linear layers and the GGUF tensors stacked in each (rows in this order, as to_our_layout does)
 _FUSED = {
     "attention.wqkv": ("attn_q", "attn_k", "attn_v"),
@@ -212,9 +229,7 @@ def _int4_layers(reader: Any, args: ModelArgs) -> dict[str, Int4Weight]:
             continue
         cols, rows = (int(d) for d in t.shape.tolist())  # ggml lists the fastest axis first
         size, _ = QUANTS[kind]
-        weight = Int4Weight.from_blocks(
-            kind, np.asarray(t.data, dtype=np.uint8).reshape(-1, size), (rows, cols)
-        )
+        weight = q4_weight(kind, np.asarray(t.data, dtype=np.uint8).reshape(-1, size), (rows, cols))
         if stem.endswith("attn_q"):
             weight = weight.map_rows(lambda w: unpermute(w, args.n_heads))
         elif stem.endswith("attn_k"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -33,25 +32,6 @@ class Int4Weight:
     codes: Tensor  # [N, K] uint8 in 0..15
     scale: Tensor  # [N, K / 32] float32 (the file's float16 d)
     zero: Tensor  # [N, K / 32] float32: the weight of code 8
-
-    @classmethod
-    def from_blocks(cls, type_name: str, blocks: np.ndarray, shape: tuple[int, int]) -> Int4Weight:
-        """Raw GGUF blocks ([N * K / 32, bytes] uint8) of a Q4_0 or Q4_1 tensor of ``shape`` [N, K]."""
-        rows, cols = shape
-        d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # [N * K / 32, 1]
-        first = 4 if type_name == "Q4_1" else 2  # Q4_1 has m after d
-        qs = blocks[:, first : first + 16]
-        codes = np.concatenate([qs & 0x0F, qs >> 4], axis=1)  # low nibbles are values 0..15, high 16..31
-        if type_name == "Q4_1":
-            zero = blocks[:, 2:4].copy().view(np.float16).astype(np.float32) + 8.0 * d
-        else:
-            zero = np.zeros_like(d)
-        groups = (rows, cols // GROUP)
-        return cls(
-            torch.from_numpy(np.ascontiguousarray(codes).reshape(rows, cols)),
-            torch.from_numpy(d.reshape(groups)),
-            torch.from_numpy(zero.reshape(groups)),
-        )
 
     def map_rows(self, fn: Callable[[Tensor], Tensor]) -> Int4Weight:
         """The same rows rearranged by ``fn`` ([rows, cols] -> [rows, cols], e.g. un-permuting q/k)."""
