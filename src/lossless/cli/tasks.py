@@ -1,0 +1,92 @@
+"""``lossless tasks``: success, time and cost per completed task (flags -> TasksOptions -> tasks.stage ->
+TasksResult -> tasks.report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lossless.cli.common import SECONDS, SEED, FiniteFloat, friendly_errors, output_flags, outputs
+from lossless.options import MAX_CONCURRENCY, TasksOptions
+
+T = TasksOptions()
+PRICE = FiniteFloat(0, 1e9)
+
+
+@click.command()
+@click.argument("urls", nargs=-1)
+@click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
+@click.option("--endpoints", "endpoints_file", type=click.Path(path_type=Path), help="TOML of [[endpoint]].")
+@click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")
+@click.option(
+    "--set",
+    "task_set",
+    default=T.task_set,
+    show_default=True,
+    help="humaneval, arithmetic, tools, or a task file (JSON Lines).",
+)
+@click.option("--limit", default=None, type=click.IntRange(1), help="Only the first N tasks.")
+@click.option(
+    "--samples",
+    default=T.samples,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Runs per task (pass@k).",
+)
+@click.option(
+    "--repairs",
+    default=T.repairs,
+    show_default=True,
+    type=click.IntRange(0, 20),
+    help="Attempts after a failed check, with its reason (failing tests' output) fed back.",
+)
+@click.option(
+    "--concurrency",
+    default=T.concurrency,
+    show_default=True,
+    type=click.IntRange(1, MAX_CONCURRENCY),
+    help="Tasks in flight per endpoint.",
+)
+@click.option("--stream/--no-stream", default=T.stream, show_default=True)
+@click.option(
+    "--max-tokens", default=None, type=click.IntRange(1), help="Per model call [default: the task's]."
+)
+@click.option("--temperature", default=None, type=FiniteFloat(0, 2), help="[default: the endpoint's]")
+@click.option("--retries", default=T.retries, show_default=True, type=click.IntRange(0, 100))
+@click.option(
+    "--retry-wait",
+    default=T.retry_wait,
+    show_default=True,
+    type=FiniteFloat(0, 60),
+    help="Seconds, doubling.",
+)
+@click.option(
+    "--timeout", default=T.timeout, show_default=True, type=SECONDS, help="Seconds for one model call."
+)
+@click.option("--price-in", default=None, type=PRICE, help="USD per million input tokens.")
+@click.option("--price-out", default=None, type=PRICE, help="USD per million output tokens.")
+@click.option("--price-cached-in", default=None, type=PRICE, help="USD per million cached input tokens.")
+@click.option("--price-tool", default=None, type=PRICE, help="USD per tool call.")
+@click.option(
+    "--margin",
+    default=T.margin,
+    show_default=True,
+    type=FiniteFloat(0, 1, min_open=True, max_open=True),
+    help="Equivalence margin of the paired success difference.",
+)
+@click.option("--seed", default=T.seed, show_default=True, type=SEED)
+@output_flags("Results", "tasks.json", html=False)
+@friendly_errors
+def tasks(urls: tuple[str, ...], **opts: Any) -> None:
+    """Run a task set on endpoints (none given: the embedded server): success, time and cost per task.
+
+    Several endpoints run the same tasks one after another, each compared with the first."""
+    from lossless.console import people_console
+    from lossless.tasks import report as show, stage
+
+    options = TasksOptions(urls=urls, **opts)
+    outputs(options.out_dir, ("tasks.json",))
+    result = stage.run(options)
+    show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)

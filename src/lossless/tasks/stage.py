@@ -1,0 +1,124 @@
+"""``lossless tasks``: TasksOptions -> every task (and sample) on every endpoint -> a ``TasksResult``
+(``tasks.report`` renders it).
+
+Endpoints run one after another, so that one's load never slows another's tasks; within an endpoint,
+``concurrency`` tasks run at once. Every endpoint gets the same tasks and samples, so runs pair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from lossless import endpoints as ep, provision
+from lossless.client.http import Session
+from lossless.endpoints import Endpoint
+from lossless.options import TasksOptions
+from lossless.tasks.result import TaskRun, TasksResult
+from lossless.tasks.runner import RunnerConfig, prices_of, run_task
+from lossless.tasks.sets import load_set
+from lossless.tasks.stats import compare, summarize
+from lossless.tasks.task import Task
+
+
+async def run_endpoint(
+    endpoint: Endpoint,
+    tasks: tuple[Task, ...],
+    config: RunnerConfig,
+    *,
+    samples: int = 1,
+    concurrency: int = 1,
+    price_tool: float | None = None,
+    connect_timeout: float = 10.0,
+) -> list[TaskRun]:
+    """Every task ``samples`` times on one endpoint, ``concurrency`` at once, in task order."""
+    session = Session(endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), connect_timeout)
+    gate = asyncio.Semaphore(concurrency)
+    prices = prices_of(endpoint, price_tool)
+
+    async def one(task: Task, sample: int) -> TaskRun:
+        async with gate:
+            return await run_task(session, endpoint, task, sample, config, prices)
+
+    try:
+        return list(await asyncio.gather(*(one(t, s) for t in tasks for s in range(samples))))
+    finally:
+        await session.aclose()
+
+
+async def run_all(
+    endpoints: tuple[Endpoint, ...], tasks: tuple[Task, ...], options: TasksOptions
+) -> TasksResult:
+    config = runner_config(options)
+    per: list[list[TaskRun]] = []
+    for endpoint in endpoints:
+        per.append(
+            await run_endpoint(
+                endpoint, tasks, config, samples=options.samples, concurrency=options.concurrency,
+                price_tool=options.price_tool,
+            )
+        )  # fmt: skip
+    summaries = tuple(
+        summarize(e, runs, options.samples, options.seed) for e, runs in zip(endpoints, per, strict=True)
+    )
+    comparisons = tuple(
+        compare(summaries[0], summaries[i], (per[0], per[i]), options.margin, options.seed)
+        for i in range(1, len(summaries))
+    )
+    settings = {
+        "tasks": len(tasks), "samples": options.samples, "repairs": options.repairs,
+        "concurrency": options.concurrency, "retries": options.retries, "stream": options.stream,
+        "max_tokens": options.max_tokens, "temperature": options.temperature, "margin": options.margin,
+        "price_tool": options.price_tool,
+    }  # fmt: skip
+    runs = tuple(r for rs in per for r in rs)
+    return TasksResult(options.task_set, settings, summaries, comparisons, runs)
+
+
+def runner_config(options: TasksOptions) -> RunnerConfig:
+    return RunnerConfig(
+        stream=options.stream, max_tokens=options.max_tokens, temperature=options.temperature,
+        retries=options.retries, retry_wait=options.retry_wait, repairs=options.repairs,
+        call_timeout=options.timeout, seed=options.seed,
+    )  # fmt: skip
+
+
+def given(options: TasksOptions) -> tuple[Endpoint, ...]:
+    """The endpoints named (URLs or an endpoints file), priced by the flags where the file says
+    nothing, keys checked; () for the embedded model."""
+    o = options
+    if o.endpoints_file is not None:
+        found = ep.load_toml(o.endpoints_file)
+    elif o.urls:
+        found = ep.from_urls(o.urls, o.model, o.api_key_env)
+    else:
+        return ()
+    found = tuple(
+        replace(
+            e,
+            price_in=e.price_in if e.price_in is not None else o.price_in,
+            price_out=e.price_out if e.price_out is not None else o.price_out,
+            price_cached_in=e.price_cached_in if e.price_cached_in is not None else o.price_cached_in,
+        )
+        for e in found
+    )
+    for endpoint in found:
+        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+    return found
+
+
+def run(options: TasksOptions) -> TasksResult:
+    """The task set on the endpoints given; with none, on the embedded model served plainly and
+    speculatively (the default drafter), two servers over one copy of the weights, as verify compares them."""
+    tasks = load_set(options.task_set)
+    if options.limit is not None:
+        tasks = tasks[: options.limit]
+    named = given(options)
+    with provision.endpoints(named, options.embedded, speculative=True) as found:
+        if not named:  # the embedded server: priced as the flags say
+            found = tuple(
+                replace(e, price_in=options.price_in, price_out=options.price_out,
+                        price_cached_in=options.price_cached_in)
+                for e in found
+            )  # fmt: skip
+        return asyncio.run(run_all(found, tasks, options))

@@ -1,0 +1,72 @@
+"""`lossless tasks` against the real embedded model (SmolLM2-135M): the whole path, small."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from lossless.cli.tasks import tasks as tasks_command
+from lossless.config import ServeConfig
+from lossless.endpoints import Endpoint
+from lossless.server.launch import start_embedded
+from lossless.server.main import LoadedModel, load_model
+from lossless.tasks.runner import RunnerConfig
+from lossless.tasks.sets import load_set
+from lossless.tasks.stage import run_endpoint
+from lossless.tasks.stats import summarize
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def loaded() -> LoadedModel:
+    return load_model(ServeConfig(port=0))
+
+
+def test_arithmetic_on_the_embedded_model_without_a_url(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the command serves the model itself, as it does with no URL; loading it once saves the test ~10 s
+    monkeypatch.setattr("lossless.server.main.load_model", lambda config: loaded)
+    args = ["--set", "arithmetic", "--limit", "3", "--max-tokens", "16", "--temperature", "0",
+            "--price-in", "0.1", "--price-out", "0.4", "--json"]  # fmt: skip
+    result = CliRunner().invoke(tasks_command, args)
+    assert result.exit_code == 0, result.output + str(result.exception)
+    data = json.loads(result.stdout)
+    # no URL: the embedded model served plainly and speculatively, each side's runs paired with the other's
+    assert [(e["name"], e["runs"]) for e in data["endpoints"]] == [("plain", 3), ("speculative", 3)]
+    (pair,) = data["comparisons"]
+    assert (pair["baseline"], pair["candidate"], pair["pairs"]) == ("plain", "speculative", 3)
+    assert pair["only_baseline"] == pair["only_candidate"] == 0 and pair["line"].startswith("output speed")
+    assert len(data["runs"]) == 6
+    for run in data["runs"]:
+        assert run["end"] == "answer" and run["steps"] == 1 and run["usage_missing"] == 0
+        assert 0 < run["completion_tokens"] <= 16 and run["cost_usd"] > 0
+        (call,) = run["calls"]
+        assert 0 < call["ttft_s"] < call["e2e_s"] and call["speed"] > 0
+    # greedy speculative decoding answers as plain decoding does: the same checks pass
+    plain, speculative = (
+        [r["success"] for r in data["runs"] if r["endpoint"] == side] for side in ("plain", "speculative")
+    )
+    assert plain == speculative, data["runs"]
+    assert all(e["output_speed"] > 0 for e in data["endpoints"]) and "tasks: arithmetic" in result.stderr
+
+
+def test_the_tools_demo_set_runs_on_the_embedded_model(loaded: LoadedModel) -> None:
+    """Whether the model calls the tools or answers in text, each task ends at an answer or a limit, is
+    checked, and its time holds its parts: the model's calls and the tools' stated latency, waited out."""
+    tasks = load_set("tools")[:3]
+    with start_embedded(ServeConfig(port=0), loaded=loaded) as url:
+        endpoint = Endpoint("embedded", url, loaded.name)
+        runs = asyncio.run(run_endpoint(endpoint, tasks, RunnerConfig(max_tokens=16, temperature=0.0)))
+    assert [r.task for r in runs] == [t.id for t in tasks]
+    for run in runs:
+        assert run.end in ("answer", "step_limit", "token_budget") and run.reason and run.steps >= 1
+        assert 0 < run.completion_tokens <= 16 * run.steps and run.model_s > 0
+        assert run.tool_s >= 0.1 * bool(run.tool_calls)  # the demo's tools take 0.1 s and 0.2 s a call
+        assert run.task_s >= run.model_s + run.tool_s
+    s = summarize(endpoint, runs, samples=1)
+    assert s.runs == 3 and s.success_rate.ci95 is not None
