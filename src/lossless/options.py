@@ -152,6 +152,8 @@ class VerifyOptions:
     api: str = "completions"  # "chat" works with any provider, but cannot be teacher-forced as exactly
     seed: int = 0
     timeout: float = 120.0  # seconds for one request; a slower one counts as failed, the run goes on
+    task_set: str | None = None  # --tasks: a task set (or file) in place of the bundled questions
+    tasks_limit: int | None = None  # its first N tasks; None: all
     as_json: bool = False
     out_dir: Path | None = None  # verify.json
     html: Path | None = None

@@ -93,6 +93,8 @@ def test_a_candidate_with_a_quarter_of_its_tool_arguments_invalid_is_flagged_and
     s = {name: summarize(Endpoint(name, "http://x/v1", "m"), r, samples=1) for name, r in runs.items()}
     lo, hi = s["broken"].invalid_arguments.ci95 or (1.0, 0.0)
     assert lo <= 0.25 <= hi and s["base"].invalid_arguments.value == 0.0
+    # arguments that are no JSON fail the function's schema too; the good ones all pass it
+    assert all(r.schema_invalid == r.invalid_arguments for rs in runs.values() for r in rs)
     flagged = compare(s["base"], s["broken"], (runs["base"], runs["broken"]), margin=0.1)
     assert flagged.verdict == "different" and flagged.p_mcnemar < 0.05 and flagged.difference < 0
     # failures cost as much as successes, so cost per success rises as success falls

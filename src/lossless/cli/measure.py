@@ -210,6 +210,14 @@ def probe(url: str | None, **opts: Any) -> None:
     type=SECONDS,
     help="Seconds for one request; a slower one counts as failed and the run goes on.",
 )
+@click.option(
+    "--tasks",
+    "task_set",
+    default=None,
+    help="A task set (humaneval, arithmetic, tools, bfcl-simple, bfcl-multiple, bfcl-irrelevance) or task "
+    "file, run greedily on both, in place of the bundled questions; with tools, tool-call parity too.",
+)
+@click.option("--tasks-limit", default=None, type=click.IntRange(1), help="Only --tasks' first N tasks.")
 @output_flags("Verdict", "verify.json")
 @friendly_errors
 def verify(baseline: str | None, candidate: str | None, budget: str, **opts: Any) -> None:

@@ -19,6 +19,8 @@ from lossless.verify.stats import EFFECTS
 
 VERDICT_STYLE = {"equivalent": "green", "different": "red", "inconclusive": "yellow"}
 
+TOOL_TESTS = ("tool-call triggers", "tool-call schema")
+
 
 def emit(
     result: VerifyResult, console: Console, as_json: bool, out_dir: Path | None, html: Path | None
@@ -59,11 +61,15 @@ def render(result: VerifyResult, console: Console) -> None:
         table_.add_row(
             "task accuracy",
             "",
-            f"{d.ab_adjusted[-1]:.3g}",
+            f"{d.ab_adjusted[len(result.ab)]:.3g}",
             f"{t.difference:+.3g}",
             "",
             f"accuracy difference, {t.n} tasks (TOST +-{t.margin:g})",
         )
+    if result.tool_parity is not None:
+        extra = d.ab_adjusted[len(result.ab) + (result.tasks is not None) :]
+        for name, (what, _), p in zip(TOOL_TESTS, result.tool_parity.findings(), extra, strict=True):
+            table_.add_row(name, "", f"{p:.3g}", "", "", what)
     console.print(table_)
     _diagnostics(result, console)
 
@@ -139,6 +145,16 @@ _ARMS = {"A/A": "A/A: baseline against itself", "A/B": "A/B: candidate against b
 
 def _tasks(v: dict[str, Any]) -> str:
     parts = []
+    tp = v.get("tool_parity")
+    if tp:
+        f1 = "-" if tp["trigger_f1"] is None else f"{tp['trigger_f1']:.2f}"
+        f1_aa = "-" if tp["trigger_f1_aa"] is None else f"{tp['trigger_f1_aa']:.2f}"
+        valid = ["-" if s is None else f"{s:.0%}" for s in tp["schema_valid"]]
+        parts.append(
+            f"<p>Tool calls on {tp['tasks']} tasks: trigger F1 against the baseline {f1} (baseline "
+            f"against itself {f1_aa}); arguments valid against their schema: baseline {valid[0]} of "
+            f"{tp['calls'][0]}, candidate {valid[2]} of {tp['calls'][2]}.</p>"
+        )
     t = v.get("tasks")
     if t:
         m = t["margin"]

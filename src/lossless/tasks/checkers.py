@@ -122,7 +122,7 @@ def _regex(obj: Mapping[str, Any], where: str, p: str) -> Checker:
 
 def _json_schema(obj: Mapping[str, Any], where: str, p: str) -> Checker:
     schema = take(obj, "schema", (dict, bool), where, p)
-    jsonschema = _jsonschema()
+    jsonschema = load_jsonschema()
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
@@ -206,7 +206,7 @@ def _check_json(checker: JsonSchema, text: str) -> CheckResult:
         value = json.loads(text.strip())
     except json.JSONDecodeError as exc:
         return CheckResult(False, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-    jsonschema = _jsonschema()
+    jsonschema = load_jsonschema()
     validator = jsonschema.validators.validator_for(checker.schema)(checker.schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is None:
@@ -234,7 +234,7 @@ def _check_python(checker: PythonTests, text: str) -> CheckResult:
     return CheckResult(result.status == "passed", f"{result.status}: {result.reason}", details)
 
 
-def _jsonschema() -> Any:
+def load_jsonschema() -> Any:
     try:
         import jsonschema
     except ImportError as exc:  # an optional extra: the core install stays small

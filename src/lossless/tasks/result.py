@@ -50,6 +50,7 @@ class TaskRun:
     tool_calls: int
     tool_errors: int  # calls answered with an error (unknown tool, bad arguments, the tool raised)
     invalid_arguments: int  # calls whose arguments were not a JSON object
+    schema_invalid: int  # calls whose arguments the function's parameters schema rejects (or no such tool)
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int | None  # None: no answer said

@@ -30,7 +30,7 @@ from lossless.records import RequestRecord, retryable
 from lossless.tasks.checkers import CheckResult, PythonTests, ToolCalls, check
 from lossless.tasks.result import ModelCall, TaskRun
 from lossless.tasks.task import Task
-from lossless.tasks.tools import ToolResult
+from lossless.tasks.tools import ToolResult, arguments_valid
 
 REPAIR = "That answer did not pass the check: {reason}{details}\nFix it and reply again, in the same form."
 MAX_RETRY_WAIT_S = 60.0
@@ -87,6 +87,7 @@ class _Tally:
     tool_calls: int = 0
     tool_errors: int = 0
     invalid_arguments: int = 0
+    schema_invalid: int = 0
     parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(_PARTS, 0.0))
     retry_cost: float = 0.0
 
@@ -113,7 +114,8 @@ class _Tally:
             endpoint=endpoint, task=task.id, sample=sample, success=bool(verdict and verdict.passed), end=end,
             reason=reason, attempts=self.attempts, steps=self.steps, retries=self.retries,
             tool_calls=self.tool_calls, tool_errors=self.tool_errors,
-            invalid_arguments=self.invalid_arguments, prompt_tokens=sum(c.n_in or 0 for c in self.calls),
+            invalid_arguments=self.invalid_arguments, schema_invalid=self.schema_invalid,
+            prompt_tokens=sum(c.n_in or 0 for c in self.calls),
             completion_tokens=sum(c.n_out or 0 for c in self.calls),
             cached_tokens=sum(cached) if cached else None,
             usage_missing=sum(1 for c in answered if c.n_in is None and c.n_out is None),
@@ -194,6 +196,7 @@ async def _episode(
         turn = await _call(session, body, config, tally, rng)
         if turn is None:
             return "error", None
+        _count_calls(task, turn, tally)
         if not turn.tool_calls or isinstance(task.checker, ToolCalls):
             return "answer", turn
         messages.append(_assistant(turn))
@@ -296,13 +299,19 @@ async def _run_tools(task: Task, calls: tuple[ToolCall, ...], tally: _Tally) -> 
     started = time.perf_counter()
     results = await asyncio.gather(*(one(c) for c in calls))
     tally.parts["tool"] += time.perf_counter() - started
-    tally.tool_calls += len(calls)
     tally.tool_errors += sum(r.error for r in results)
-    tally.invalid_arguments += sum(not _json_object(c.arguments) for c in calls)
     return [
         {"role": "tool", "tool_call_id": c.id, "content": r.content}
         for c, r in zip(calls, results, strict=True)
     ]
+
+
+def _count_calls(task: Task, turn: Turn, tally: _Tally) -> None:
+    """Every call an answered turn makes, run or not (a tool_calls answer's are the answer): arguments
+    that are no JSON object, and arguments the function's schema rejects."""
+    tally.tool_calls += len(turn.tool_calls)
+    tally.invalid_arguments += sum(not _json_object(c.arguments) for c in turn.tool_calls)
+    tally.schema_invalid += sum(not arguments_valid(task.tool(c.name), c.arguments) for c in turn.tool_calls)
 
 
 def _json_object(text: str) -> bool:

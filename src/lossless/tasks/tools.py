@@ -64,6 +64,27 @@ class Tool:
         return ToolResult(f"error: no result for arguments {key}", error=True)
 
 
+def arguments_valid(tool: Tool | None, arguments: str) -> bool:
+    """Whether a call's arguments are a JSON object that its function's ``parameters`` schema accepts
+    (the K2 Vendor Verifier's schema accuracy); a call to a tool not offered is not."""
+    from lossless.tasks.checkers import load_jsonschema
+
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return False
+    if tool is None or not isinstance(parsed, dict):
+        return False
+    jsonschema = load_jsonschema()
+    try:
+        jsonschema.validate(parsed, tool.spec["function"].get("parameters") or {"type": "object"})
+    except jsonschema.ValidationError:
+        return False
+    except jsonschema.SchemaError:  # the task's own schema is broken: the call cannot be blamed
+        return True
+    return True
+
+
 def canonical(arguments: Any) -> str:
     """One text per argument value: keys sorted, 2.0 written as 2."""
 

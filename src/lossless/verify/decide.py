@@ -80,11 +80,13 @@ def decide(
     tasks: Paired | None,
     agreement: Agreement | None,
     problems: Sequence[str] = (),
+    extra: Sequence[tuple[str, float]] = (),
 ) -> Decision:
     """``problems``: why the data cannot carry a verdict (too many failed requests, a baseline that
-    does not sample); any of them makes it inconclusive, with whatever was found listed beside."""
+    does not sample); any of them makes it inconclusive, with whatever was found listed beside.
+    ``extra``: further A/B tests as (what a rejection means, p-value), last in the Holm family."""
     aa_adj = holm([t.p_value for t in aa])
-    ab_p = [t.p_value for t in ab] + ([tasks.p_mcnemar] if tasks else [])
+    ab_p = [t.p_value for t in ab] + ([tasks.p_mcnemar] if tasks else []) + [p for _, p in extra]
     ab_adj = holm(ab_p)
     base: dict[str, Any] = {
         "aa_adjusted": tuple(aa_adj),
@@ -94,10 +96,16 @@ def decide(
     }
     unstable = {t.name: p for t, p in zip(aa, aa_adj, strict=True) if p < criteria.alpha}
     found = _differences(aa, ab, ab_adj, criteria, unstable)
-    if tasks and ab_adj[-1] < criteria.alpha:
+    at = len(ab) + bool(tasks)  # where extra's adjusted p-values start
+    if tasks and ab_adj[at - 1] < criteria.alpha:
         found.append(
-            f"task accuracy {tasks.difference:+.0%} over {tasks.n} tasks (McNemar p={ab_adj[-1]:.3g})"
+            f"task accuracy {tasks.difference:+.0%} over {tasks.n} tasks (McNemar p={ab_adj[at - 1]:.3g})"
         )
+    found += [
+        f"{what} (Holm p={p:.3g})"
+        for (what, _), p in zip(extra, ab_adj[at:], strict=True)
+        if p < criteria.alpha
+    ]
     if agreement and agreement.mean_abs_diff > max(
         criteria.agreement, AGREE_FLOOR * agreement.baseline_noise
     ):

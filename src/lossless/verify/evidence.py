@@ -22,6 +22,7 @@ from lossless.verify.collect import Caller, Drawn, Greedy
 from lossless.verify.decide import Agreement
 from lossless.verify.detect import NEUTRAL, Capabilities, detect
 from lossless.verify.stats import Alternatives, Context, Sample, repeated
+from lossless.verify.taskset import ToolParity, run_tasks
 
 if TYPE_CHECKING:
     from lossless.verify.result import VerifyConfig
@@ -44,6 +45,7 @@ class Evidence:
     problems: tuple[str, ...]  # why the data cannot carry a verdict other than inconclusive
     capabilities: dict[str, dict[str, Any]]  # per side, what detect found
     draw_tokens: bool  # sampled answers are in tokens (else in characters)
+    tool_parity: ToolParity | None = None  # verify --tasks on a set with tools
 
 
 async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) -> Evidence:
@@ -75,7 +77,7 @@ async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
         known = await _contexts_known(base, every, tested) if config.api == "completions" else {}
         agreement = await _agreement(base, cand, prompts, a1)
         greedy = await asyncio.gather(*(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand)))
-        solved = await asyncio.gather(collect.solve(base, tasks), collect.solve(cand, tasks))
+        solved, parity = await _tasks(base, cand, (baseline, candidate), tasks, config)
     agreement = agreement or greedy_agreement(*greedy)
     problems = [
         *_failures(base, notes),
@@ -86,8 +88,24 @@ async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
     return Evidence(
         (x1, x2, y, y2), known, tuple(greedy), (solved[0], solved[1]), agreement,
         tuple(dict.fromkeys(notes + base.notes + cand.notes)), tuple(problems),
-        {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens,
+        {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens, parity,
     )  # fmt: skip
+
+
+async def _tasks(
+    base: Caller,
+    cand: Caller,
+    sides: tuple[Endpoint, Endpoint],
+    tasks: tuple[collect.Task, ...],
+    config: VerifyConfig,
+) -> tuple[tuple[list[bool | None], list[bool | None]], ToolParity | None]:
+    """Right or wrong per task on each side: the bundled questions, or ``--tasks``' set run by the task
+    runner (with tool-call parity when its tasks offer tools)."""
+    if config.task_set is None:
+        solved = await asyncio.gather(collect.solve(base, tasks), collect.solve(cand, tasks))
+        return (solved[0], solved[1]), None
+    found = await run_tasks(*sides, config.task_set, config.tasks_limit, config.concurrency, config.timeout)
+    return found.solved, found.parity
 
 
 def _settle(base: Caller, cand: Caller, cb: Capabilities, cc: Capabilities) -> list[str]:

@@ -46,12 +46,14 @@ def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evi
         paired_accuracy([u for u, _ in answered], [v for _, v in answered], c.margin) if answered else None
     )
     sd = pooled_sd([a + b for a, b in zip(pooled, y, strict=True)])
+    extra = ev.tool_parity.findings() if ev.tool_parity else ()
     decision = decide(
-        aa, ab, c, detectable=mde, sample_sd=sd, tasks=paired, agreement=ev.agreement, problems=ev.problems
-    )
+        aa, ab, c, detectable=mde, sample_sd=sd, tasks=paired, agreement=ev.agreement, problems=ev.problems,
+        extra=extra,
+    )  # fmt: skip
     return VerifyResult(
         baseline, candidate, b, decision, tuple(aa), tuple(ab), paired, ev.agreement,
-        greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities,
+        greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity,
     )  # fmt: skip
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lossless.endpoints import Endpoint, public_url
 from lossless.verify.budget import BUDGETS, Budget
 from lossless.verify.decide import Agreement, Criteria, Decision
 from lossless.verify.stats import EFFECTS, Finding, Paired
+
+if TYPE_CHECKING:
+    from lossless.verify.taskset import ToolParity
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,8 @@ class VerifyConfig:
     criteria: Criteria = field(default_factory=Criteria)
     concurrency: int = 4  # requests in flight, both endpoints together
     timeout: float = 120.0  # seconds for one request; a slower one is a failed request, not the end
+    task_set: str | None = None  # verify --tasks: a task set in place of the bundled questions
+    tasks_limit: int | None = None  # its first N tasks; None: all
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class VerifyResult:
     greedy: dict[str, Any]
     notes: tuple[str, ...] = ()
     capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)  # per side, what detect found
+    tool_parity: ToolParity | None = None  # verify --tasks with tools: trigger F1 and schema accuracy
 
     @property
     def verdict(self) -> str:
@@ -64,6 +70,7 @@ class VerifyResult:
                 )
             ],
             "tasks": None if self.tasks is None else asdict(self.tasks),
+            "tool_parity": None if self.tool_parity is None else asdict(self.tool_parity),
             "logprob_agreement": None if self.agreement is None else asdict(self.agreement),
             "greedy": self.greedy,
             "capabilities": self.capabilities,

@@ -25,7 +25,10 @@ def run(options: VerifyOptions) -> VerifyResult:
     """Verify the two endpoints given; with none, the embedded engine's speculative decoding (the default
     drafter) against its plain decoding, two servers over one copy of the weights."""
     given = pair(options)
-    config = VerifyConfig(options.budget, options.api, options.seed, timeout=options.timeout)
+    config = VerifyConfig(
+        options.budget, options.api, options.seed, timeout=options.timeout, task_set=options.task_set,
+        tasks_limit=options.tasks_limit,
+    )  # fmt: skip
     if not given:
         # one engine behind two servers: its requests take turns, so neither server slows the other
         config = replace(config, concurrency=1)
