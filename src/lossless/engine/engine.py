@@ -187,14 +187,19 @@ class Engine:
     ) -> Iterator[Delta]:
         budget = min(params.max_tokens, self.max_context - len(prompt_ids))
         generator = make_generator(params.seed)
+        constraint = None
+        if params.grammar is not None:
+            from lossless.engine.constrain import Constraint
+
+            constraint = Constraint(params.grammar, self.tokenizer, self.args.vocab_size)
         if self.drafter is None or self.spec is None:
-            source = plain_tokens(self.model, prompt_ids, params, generator)
+            source = plain_tokens(self.model, prompt_ids, params, generator, constraint)
             yield from generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel)
             return
         stats = SpecStats(self.spec.k)
         source = speculative_decode(
             self.model, self.drafter, prompt_ids, params, max_new_tokens=budget, k_max=self.spec.k,
-            generator=generator, stats=stats,
+            generator=generator, stats=stats, constraint=constraint,
         )  # fmt: skip
         for delta in generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel):
             if delta.finish_reason is not None:  # the source is closed by now: the figures are final

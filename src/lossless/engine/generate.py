@@ -22,6 +22,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from lossless.engine.constrain import Constraint
 from lossless.engine.model import Transformer
 from lossless.engine.sampling import SamplingParams, sample, warp
 from lossless.engine.tokenizer import Tokenizer
@@ -49,7 +50,8 @@ class Delta:
 @dataclass(frozen=True)
 class Accepted:
     token_ids: list[int]  # committed tokens, in order
-    logits: Tensor  # [n, V] float32: the unwarped logits each token was drawn from (logprobs)
+    logits: Tensor  # [n, V] float32: the unwarped logits each token was drawn from (logprobs; a grammar's
+    # forbidden tokens at -inf, so constrained logprobs are under the masked, renormalised distribution)
 
 
 @torch.inference_mode()
@@ -70,13 +72,22 @@ def decode_one_token(model: Transformer, token: int, pos: int) -> Tensor:
 
 
 def plain_tokens(
-    model: Transformer, prompt_ids: list[int], params: SamplingParams, generator: torch.Generator
+    model: Transformer,
+    prompt_ids: list[int],
+    params: SamplingParams,
+    generator: torch.Generator,
+    constraint: Constraint | None = None,
 ) -> Iterator[Accepted]:
-    """The plain token source: one forward pass, one sampled token, forever (the consumer stops it)."""
+    """The plain token source: one forward pass, one sampled token, forever (the consumer stops it).
+    Under a ``constraint`` the tokens it forbids are masked out (-inf) before the warp."""
     logits = prefill(model, prompt_ids)
     pos = len(prompt_ids)
     while True:
+        if constraint is not None:
+            logits = constraint.mask(logits)
         token = choose(logits, params, generator)
+        if constraint is not None:
+            constraint.advance(token)
         yield Accepted([token], logits[None])
         logits = decode_one_token(model, token, pos)
         pos += 1
@@ -185,8 +196,10 @@ def token_logprob(logits: Tensor, token: int, top: int, tokenizer: Tokenizer) ->
     alts: tuple[tuple[int, str, float], ...] = ()
     if top > 0:
         values, indices = logp.topk(min(top, logp.shape[-1]))
-        alts = tuple(
-            (int(i), tokenizer.token_text(int(i)), float(v)) for v, i in zip(values, indices, strict=True)
+        alts = tuple(  # a grammar's mask leaves -inf behind: those are no alternatives
+            (int(i), tokenizer.token_text(int(i)), float(v))
+            for v, i in zip(values, indices, strict=True)
+            if v > float("-inf")
         )
     return TokenLogprob(token, tokenizer.token_text(token), float(logp[token]), alts)
 

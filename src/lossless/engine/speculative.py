@@ -28,6 +28,7 @@ from typing import Any, Protocol, cast
 import torch
 from torch import Tensor
 
+from lossless.engine.constrain import Constraint, masked_rows
 from lossless.engine.generate import Accepted
 from lossless.engine.sampling import SamplingParams, sample, warp
 
@@ -204,6 +205,7 @@ def speculative_decode(
     generator: torch.Generator | None = None,
     stats: SpecStats | None = None,
     accept: AcceptRule = accept_draft,
+    constraint: Constraint | None = None,
 ) -> Iterator[Accepted]:
     """A token source for `generate.generate_text`: the prefill's token, then a batch per target
     forward as soon as it is accepted. Forwards run lazily, inside ``next``.
@@ -211,6 +213,11 @@ def speculative_decode(
     At most ``max_new_tokens`` are produced and drafts are cut so that no step overshoots.
     ``stats`` (optional) is updated in place after every step. ``accept`` is the seam through which
     the mutation tests swap in a broken rule (and must see the statistical test fail).
+
+    Under a ``constraint`` (a grammar) every target distribution is the masked one - the forbidden
+    tokens' logits at -inf before the warp - and drafts are judged against it: a drafted token the
+    grammar forbids has p = 0 and is rejected with probability 1, so the drafters need not know the
+    grammar. The grammar advances over the emitted tokens only (rolled back past rejected ones).
     """
     assert len(prompt_ids) >= 1 and k_max >= 0
     stats = stats if stats is not None else SpecStats(k_max)
@@ -221,19 +228,23 @@ def speculative_decode(
     with torch.inference_mode():
         hidden = model(torch.tensor([tokens]), torch.arange(len(tokens)), return_hidden=True)[0]  # [T, dim]
         logits = model.output(hidden[-1])  # [V]: the prompt's other positions need no vocabulary matmul
+    if constraint is not None:
+        logits = constraint.mask(logits)
     tokens.append(_choose(logits, params, generator))
+    if constraint is not None:
+        constraint.advance(tokens[-1])
     yield Accepted(tokens[-1:], logits[None])
     while len(tokens) - len(prompt_ids) < max_new_tokens:
         # the cache holds tokens[:-1]; the pending token tokens[-1] goes in with the draft
         room = min(max_new_tokens - (len(tokens) - len(prompt_ids)) - 1, model.max_seq_len - len(tokens))
         draft = drafter.propose(tokens, min(k_max, room), params, generator, hidden)
         if draft.parents is None:
-            step, hidden = _verify(model, tokens, draft, params, generator, accept)
+            step, hidden = _verify(model, tokens, draft, params, generator, accept, constraint)
         else:  # a tree: its nodes need cache slots too (parents first, so a prefix is still a tree)
             slots = model.max_seq_len - len(tokens)
             q = None if draft.q is None else draft.q[:slots]
             draft = Draft(draft.tokens[:slots], q, draft.parents[:slots])
-            step, hidden = _verify_tree(cast(TreeLM, model), tokens, draft, params, generator)
+            step, hidden = _verify_tree(cast(TreeLM, model), tokens, draft, params, generator, constraint)
         stats.record(draft.depth(), len(step.token_ids) - 1)
         drafter.observe(len(draft.tokens), len(step.token_ids) - 1)
         tokens.extend(step.token_ids)
@@ -247,6 +258,7 @@ def _verify(
     params: SamplingParams,
     generator: torch.Generator | None,
     accept: AcceptRule,
+    constraint: Constraint | None = None,
 ) -> tuple[Accepted, Tensor]:
     """One target forward over [pending, x_1..x_k] and the acceptance rule -> the emitted tokens and
     the target's hidden states at the positions that predicted them: [n + 1, dim]."""
@@ -256,10 +268,16 @@ def _verify(
     with torch.inference_mode():
         hidden = model(inp, torch.arange(start, start + k + 1), return_hidden=True)[0]  # [k+1, dim]
         logits = model.output(hidden)  # [k+1, V]
+    consumed = 0
+    if constraint is not None:  # row i masked by the grammar's state after x_1..x_i
+        logits, consumed = masked_rows(constraint, logits, draft.tokens)
     p = warp(logits, params.temperature, params.top_k, params.top_p)  # [k+1, V], the same warp as q
     # [k, V]; a model-free draft (q None): one-hot on the drafted tokens
     q = one_hot_q(draft.tokens, p.shape[-1], p.dtype) if draft.q is None else draft.q.to(p.dtype)
     n, nxt = accept(p, q, draft.tokens, generator, params.greedy)
+    if constraint is not None:  # keep x_1..x_n, then the correction or bonus token
+        constraint.rollback(consumed - n)
+        constraint.advance(nxt)
     return Accepted([*draft.tokens[:n], nxt], logits[: n + 1]), hidden[: n + 1]
 
 
@@ -270,7 +288,12 @@ def one_hot_q(tokens: Sequence[int], vocab_size: int, dtype: torch.dtype = torch
 
 
 def _verify_tree(
-    model: TreeLM, tokens: list[int], draft: Draft, params: SamplingParams, generator: torch.Generator | None
+    model: TreeLM,
+    tokens: list[int],
+    draft: Draft,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    constraint: Constraint | None = None,
 ) -> tuple[Accepted, Tensor]:
     """One target forward over [pending, tree nodes]; walk the tree (see `Draft`); move the accepted
     path's cache entries into place -> the emitted tokens and the hidden states that predicted them."""
@@ -289,25 +312,30 @@ def _verify_tree(
     with torch.inference_mode():
         hidden = model(inp, torch.arange(start, start + n_nodes + 1), return_hidden=True, tree=tree)[0]
         logits = model.output(hidden)  # [n + 1, V]
-    argmax = logits.argmax(-1).tolist() if params.greedy else []  # ties: the lowest id, as `warp` has it
-    rows, emitted = [0], []
+    # ties: the lowest id, as `warp` has it; under a grammar each row is masked as the walk reaches it
+    argmax = logits.argmax(-1).tolist() if params.greedy and constraint is None else []
+    rows, emitted, seen = [0], [], []
     while True:
         row = rows[-1]
+        row_logits = logits[row] if constraint is None else constraint.mask(logits[row])
+        seen.append(row_logits)
         if params.greedy:
-            nxt = argmax[row]
+            nxt = argmax[row] if constraint is None else int(row_logits.argmax())
             child = next((c for c in children[row] if draft.tokens[c - 1] == nxt), None)
         elif draft.q is None:  # only the rows the walk reaches are warped
-            nxt = sample(warp(logits[row], params.temperature, params.top_k, params.top_p), generator)
+            nxt = sample(warp(row_logits, params.temperature, params.top_k, params.top_p), generator)
             child = next((c for c in children[row] if draft.tokens[c - 1] == nxt), None)
         else:
-            nxt, child = _recursive_rejection(logits[row], draft, children[row], params, generator)
+            nxt, child = _recursive_rejection(row_logits, draft, children[row], params, generator)
         emitted.append(nxt)
+        if constraint is not None:  # the walk emits tokens one by one: the grammar follows, no rollback
+            constraint.advance(nxt)
         if child is None:
             break
         rows.append(child)
     if rows[1:] != list(range(1, len(rows))):  # the path is not where its first-listed nodes were
         model.keep([start + r for r in rows[1:]], start + 1)
-    return Accepted(emitted, logits[rows]), hidden[rows]
+    return Accepted(emitted, torch.stack(seen)), hidden[rows]
 
 
 def _recursive_rejection(

@@ -55,8 +55,9 @@ _COMMON = {
     "logprobs",
     "ignore_eos",
 }
+_STRUCTURED = {"tools", "tool_choice", "response_format", "parallel_tool_calls"}  # tools.py reads them
 HONOURED: dict[Api, frozenset[str]] = {
-    "chat": frozenset(_COMMON | {"messages", "max_completion_tokens", "top_logprobs"}),
+    "chat": frozenset(_COMMON | {"messages", "max_completion_tokens", "top_logprobs"} | _STRUCTURED),
     "completions": frozenset(_COMMON | {"prompt", "echo"}),
 }
 
@@ -92,6 +93,7 @@ class ApiRequest:
     echo: bool = False  # completions: the prompt is returned before the completion
     logprobs: int | None = None  # None: no logprobs; else how many alternatives per token
     ignored: tuple[str, ...] = ()  # fields accepted but not honoured
+    structured: Any = None  # chat: tools.Structured (tools, tool_choice, response_format), else None
 
 
 def max_json_values(max_context: int) -> int:

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from lossless.engine.engine import Delta
-from lossless.server import bodies
+from lossless.server import bodies, tools
 from lossless.server.bodies import Head, LegacyLogprobs, Usage
 from lossless.server.protocol import ApiRequest
 from lossless.server.worker import EngineJob, Event, Failed, Finished, Scored, Started
@@ -82,6 +82,7 @@ class Collected:
     started: Started | None = None
     finished: Finished | None = None
     failed: Failed | None = None
+    calls: tools.CallStream | None = None  # a chat stream read for tool calls
 
     def add(self, event: Event) -> None:
         if isinstance(event, Started):
@@ -144,6 +145,8 @@ async def complete(
     if req.api == "chat":
         logprobs = got.chat_logprobs if req.logprobs is not None else None
         body = bodies.chat_completion(head, "".join(got.text), finish, usage, logprobs)
+        if req.structured is not None and req.structured.calls:
+            body = tools.with_calls(body, req.structured)
     else:
         legacy = got.legacy if req.logprobs is not None else None
         body = bodies.completion(head, "".join(got.text), finish, usage, legacy)
@@ -161,6 +164,8 @@ async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) 
     by shutdown) ends with an error event and then ``[DONE]``: a client's parser sees an end, not a cut."""
     got = Collected(req, prompt_text)
     chat, usage_field = req.api == "chat", req.include_usage
+    if req.structured is not None and req.structured.calls:
+        got.calls = tools.CallStream(req.structured.parallel)
     if chat:
         yield bodies.sse(
             bodies.chat_chunk(head, {"role": "assistant", "content": ""}, with_usage=usage_field)
@@ -176,14 +181,15 @@ async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) 
                 bodies.completion_chunk(head, prompt_text, logprobs=logprobs, with_usage=usage_field)
             )
         elif isinstance(event, Delta) and _worth_a_chunk(req, event):
-            yield bodies.sse(_delta_chunk(got, event, head))
+            if (chunk := _delta_chunk(got, event, head)) is not None:
+                yield bodies.sse(chunk)
         elif isinstance(event, Failed):
             yield failure_event(event)
             yield bodies.DONE
             return
         elif isinstance(event, Finished):
             if not any(d.finish_reason for d in got.deltas[-1:]):  # e.g. max_tokens 0: no delta at all
-                yield bodies.sse(_delta_chunk(got, Delta("", finish_reason="length"), head))
+                yield bodies.sse(_delta_chunk(got, Delta("", finish_reason="length"), head) or {})
             break
     if usage_field and got.finished is not None:
         usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
@@ -201,10 +207,13 @@ def _worth_a_chunk(req: ApiRequest, delta: Delta) -> bool:
     )
 
 
-def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any]:
+def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any] | None:
+    """The chunk for a delta; None when it has nothing to show (text held back as a possible call)."""
     req, finish = got.req, delta.finish_reason
     if finish == "cancelled":  # its client is gone, or shutdown cut it and an error event follows
         finish = None
+    if got.calls is not None:
+        return _call_chunk(got, got.calls, delta, head)
     if req.api == "chat":
         logprobs = bodies.chat_logprobs(delta.logprobs) if req.logprobs is not None else None
         content = {"content": delta.text} if delta.text or finish is None else {}
@@ -215,6 +224,25 @@ def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any]:
     legacy = got.legacy.since(start) if req.logprobs is not None else None
     return bodies.completion_chunk(
         head, delta.text, finish_reason=finish, logprobs=legacy, with_usage=req.include_usage
+    )
+
+
+def _call_chunk(got: Collected, calls: tools.CallStream, delta: Delta, head: Head) -> dict[str, Any] | None:
+    req = got.req
+    finish: str | None = delta.finish_reason if delta.finish_reason != "cancelled" else None
+    text, found = calls.feed(delta.text)
+    if finish is not None:
+        text += calls.flush()
+    logprobs = bodies.chat_logprobs(delta.logprobs) if req.logprobs is not None else None
+    if not text and not found and finish is None and not logprobs:
+        return None
+    content: dict[str, Any] = {"content": text} if text or (finish is None and not found) else {}
+    if found:
+        content["tool_calls"] = [c.body(calls.calls - len(found) + i) for i, c in enumerate(found)]
+    if finish == "stop" and calls.calls:
+        finish = "tool_calls"
+    return bodies.chat_chunk(
+        head, content, finish_reason=finish, logprobs=logprobs, with_usage=req.include_usage
     )
 
 
