@@ -183,6 +183,7 @@ class TasksOptions:
     stream: bool = True
     max_tokens: int | None = None  # per model call at most; None: the task's own budget
     temperature: float | None = None  # None: the endpoint's default
+    tool_choice: str | None = None  # sent with a task's tools: auto, required or none; None: not sent
     retries: int = 3  # further attempts at a model call after a retryable failure
     retry_wait: float = 0.5  # seconds before the first retry without Retry-After (doubling, jittered)
     timeout: float = 120.0  # seconds for one model call

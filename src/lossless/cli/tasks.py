@@ -54,6 +54,12 @@ PRICE = FiniteFloat(0, 1e9)
     "--max-tokens", default=None, type=click.IntRange(1), help="Per model call [default: the task's]."
 )
 @click.option("--temperature", default=None, type=FiniteFloat(0, 2), help="[default: the endpoint's]")
+@click.option(
+    "--tool-choice",
+    default=None,
+    type=click.Choice(["auto", "required", "none"]),
+    help="Sent with a task's tools [default: not sent, which servers read as auto].",
+)
 @click.option("--retries", default=T.retries, show_default=True, type=click.IntRange(0, 100))
 @click.option(
     "--retry-wait",

@@ -12,7 +12,8 @@ from lossless.report.files import strict_json
 from lossless.tasks.result import EndpointTasks, Interval, TasksComparison, TasksResult
 
 COLUMNS = ("endpoint", "success", "pass@k", "time/success p50 | p95", "cost/success",
-           "model | tools | retries | checks", "steps", "retries", "bad tool args", "speed")  # fmt: skip
+           "model | tools | retries | checks", "steps", "retries", "bad args: JSON | schema",
+           "speed")  # fmt: skip
 VERDICT_STYLE = {"equivalent": "green", "different": "red", "inconclusive": "yellow"}
 
 
@@ -52,8 +53,9 @@ def _row(e: EndpointTasks) -> list[str]:
     times = f"{_s(t.p50)} | {_s(t.p95)}" if t.n else "-"
     parts = f"{_s(p['model'])} | {_s(p['tool'])} | {_s(p['retry'])} | {_s(p['check'])}"
     pass_at = ", ".join(f"@{k} {v:.0%}" for k, v in e.pass_at.items()) or "-"
-    bad = (
-        f"{e.invalid_arguments.value:.0%} of {e.tool_calls}" if e.invalid_arguments.value is not None else "-"
+    bad, schema = e.invalid_arguments.value, e.schema_invalid.value
+    bad_args = (
+        f"{bad:.0%} | {schema:.0%} of {e.tool_calls}" if bad is not None and schema is not None else "-"
     )
     return [
         e.name,
@@ -64,7 +66,7 @@ def _row(e: EndpointTasks) -> list[str]:
         parts,
         f"{e.mean_steps:.1f}",
         str(e.retries),
-        bad,
+        bad_args,
         f"{e.output_speed:.1f} tok/s" if e.output_speed else "-",
     ]
 

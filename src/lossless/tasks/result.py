@@ -100,6 +100,7 @@ class EndpointTasks:
     retries: int
     tool_calls: int
     invalid_arguments: Interval  # share of tool calls, Wilson 95%
+    schema_invalid: Interval  # share of tool calls the function's schema rejects (invalid JSON included)
     output_speed: float | None  # p50 tokens/s of answered calls
     ends: Mapping[str, int]
 

@@ -66,6 +66,7 @@ class RunnerConfig:
     stream: bool = True
     max_tokens: int | None = None  # per model call at most; the task's budget bounds all of an attempt's
     temperature: float | None = None  # None: the endpoint's default
+    tool_choice: str | None = None  # "auto", "required" or "none" with a task's tools; None: not sent
     retries: int = 3  # further attempts at a failed model call
     retry_wait: float = 0.5  # seconds before the first retry (doubling, jittered) without Retry-After
     repairs: int = 0  # attempts after a failed check, with the checker's reason fed back
@@ -209,6 +210,8 @@ def _body(
     body: dict[str, Any] = {"model": endpoint.model, "messages": list(messages), "max_tokens": max_tokens}
     if task.tools:
         body["tools"] = task.tool_specs()
+        if config.tool_choice is not None:
+            body["tool_choice"] = config.tool_choice
     if config.temperature is not None:
         body["temperature"] = config.temperature
     if config.stream:

@@ -69,6 +69,7 @@ async def run_all(
         "tasks": len(tasks), "samples": options.samples, "repairs": options.repairs,
         "concurrency": options.concurrency, "retries": options.retries, "stream": options.stream,
         "max_tokens": options.max_tokens, "temperature": options.temperature, "margin": options.margin,
+        "tool_choice": options.tool_choice,
         "price_tool": options.price_tool,
     }  # fmt: skip
     runs = tuple(r for rs in per for r in rs)
@@ -78,6 +79,7 @@ async def run_all(
 def runner_config(options: TasksOptions) -> RunnerConfig:
     return RunnerConfig(
         stream=options.stream, max_tokens=options.max_tokens, temperature=options.temperature,
+        tool_choice=options.tool_choice,
         retries=options.retries, retry_wait=options.retry_wait, repairs=options.repairs,
         call_timeout=options.timeout, seed=options.seed,
     )  # fmt: skip

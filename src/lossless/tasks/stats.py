@@ -83,6 +83,7 @@ def summarize(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: i
 
     n_calls = sum(r.tool_calls for r in runs)
     n_bad = sum(r.invalid_arguments for r in runs)
+    n_schema = sum(r.schema_invalid for r in runs)
     speeds = [c.speed for r in runs for c in r.calls if c.speed is not None]
     parts = ("task", "model", "ttft", "generation", "tool", "retry", "check")
     return EndpointTasks(
@@ -103,6 +104,7 @@ def summarize(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: i
         mean_steps=float(np.mean([r.steps for r in runs])) if runs else 0.0,
         attempts=sum(len(r.calls) for r in runs), retries=sum(r.retries for r in runs), tool_calls=n_calls,
         invalid_arguments=Interval(_safe(n_bad, n_calls), wilson(n_bad, n_calls) if n_calls else None),
+        schema_invalid=Interval(_safe(n_schema, n_calls), wilson(n_schema, n_calls) if n_calls else None),
         output_speed=float(np.median(speeds)) if speeds else None,
         ends={e: n for e in ENDS if (n := Counter(r.end for r in runs)[e])},
     )  # fmt: skip
