@@ -80,8 +80,11 @@ def _comparison(c: TasksComparison, console: Console) -> None:
         f"McNemar p={c.p_mcnemar:.3g}, "
         f"{c.only_baseline} solved by {c.baseline} only, {c.only_candidate} by {c.candidate} only)"
     )
-    console.print(f"  task time {_ratio(c.task_time_ratio)}, cost per success {_ratio(c.cost_ratio)}")
-    console.print(f"  [bold]{c.line}[/bold]")
+    console.print(
+        f"  {c.candidate} / {c.baseline}: time per task both solved {_ratio(c.task_time_ratio)}, "
+        f"cost per success {_ratio(c.cost_ratio)}"
+    )
+    console.print(f"  [bold]speed-ups: {c.line}[/bold]")
 
 
 def _pct(i: Interval) -> str:
