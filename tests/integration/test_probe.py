@@ -51,6 +51,10 @@ def test_provider_habits_are_each_classified(provider_url: str) -> None:
     assert got["stream_options.include_usage"] == "honoured"
     assert got["stream == non-stream (temperature 0)"] == "honoured"
     assert got["temperature=-1 (invalid)"] == "rejected"
+    # it answers every request in text: a forced call or a JSON format never comes back
+    for name in ("tool_choice=required", "tool_choice=function", "response_format=json_schema"):
+        assert got[name] == "ignored", name
+    assert got["tools"] == "unsupported"
 
 
 def test_the_opposite_habits_flip_the_verdicts() -> None:

@@ -5,6 +5,7 @@ validate against their schema."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,11 @@ import jsonschema
 import openai
 import pytest
 
+from lossless.client.wire import Wire
 from lossless.config import ServeConfig
+from lossless.endpoints import Endpoint
+from lossless.probe import tools
+from lossless.probe.checks import Settings
 from lossless.server.launch import start_embedded
 
 pytestmark = pytest.mark.slow
@@ -132,3 +137,21 @@ def test_response_format_json_object_is_an_object(client: tuple[openai.OpenAI, s
     assert text.startswith("{")
     if r.choices[0].finish_reason == "stop":
         assert isinstance(json.loads(text), dict)
+
+
+def test_probe_sees_tools_and_formats_honoured(client: tuple[openai.OpenAI, str]) -> None:
+    """probe's tool checks against our server: the forced call, the named function and both formats
+    come back as asked (constrained decoding); under auto SmolLM2 answers in text, which is no verdict."""
+    c, model = client
+
+    async def checks() -> dict[str, str]:
+        settings = Settings(repeats=2, max_tokens=64)
+        async with Wire(Endpoint("ours", str(c.base_url), model)) as w:
+            found = [*await tools.tool_calling(w, settings), *await tools.response_format(w, settings)]
+        return {check.name: check.verdict for check in found}
+
+    got = asyncio.run(checks())
+    for name in ("tool_choice=required", "tool_choice=function", "response_format=json_object",
+                 "response_format=json_schema"):  # fmt: skip
+        assert got[name] == "honoured", (name, got)
+    assert got["tools"] in ("honoured", "unsupported")

@@ -11,6 +11,7 @@ from lossless import endpoints as ep, provision
 from lossless.client.wire import Wire
 from lossless.endpoints import Endpoint, public_url
 from lossless.options import ProbeOptions
+from lossless.probe import tools
 from lossless.probe.checks import CHECKS, Check, Settings
 
 
@@ -31,7 +32,7 @@ async def probe(endpoint: Endpoint, settings: Settings) -> ProbeResult:
     checks: list[Check] = []
     async with Wire(endpoint) as w:
         # one after another: a check's latencies must not share the server with another's
-        for check in CHECKS:
+        for check in (*CHECKS, tools.tool_calling, tools.response_format):
             checks.extend(await check(w, settings))
     return ProbeResult(endpoint, tuple(checks))
 
