@@ -140,6 +140,34 @@ class ProbeOptions:
 
 
 @dataclass(frozen=True)
+class InspectOptions:
+    urls: tuple[str, ...] = ()  # base URLs; none: the embedded server, served plainly
+    model: str | None = None  # "model" sent to the URLs; the embedded model's name or path without URLs
+    api_key_env: str | None = None
+    tokenizers: tuple[str, ...] = ()  # identity references beyond the bundled ones: tokenizer.json, GGUF
+    max_tokens: int = 48  # per speculation request: enough for bursts, short enough to stay in a passage
+    min_rounds: int = 4  # rounds of the four speculation arms before the verdict may settle
+    max_rounds: int = 8  # 8 settled every local configuration measured (README, inspect)
+    budget_s: float = 120.0  # seconds: no round of speculation requests starts after this, per endpoint
+    seed: int = 0  # bootstrap
+    as_json: bool = False
+    out_dir: Path | None = None  # inspect.json
+
+    def __post_init__(self) -> None:
+        if not 4 <= self.min_rounds <= self.max_rounds <= 100:
+            raise UsageError(
+                f"--min-rounds and --max-rounds want 4 <= min <= max <= 100, got {self.min_rounds} and "
+                f"{self.max_rounds}"
+            )
+        if not 8 <= self.max_tokens <= 4096:
+            raise UsageError(f"--max-tokens wants 8 to 4,096, got {self.max_tokens}")
+
+    @property
+    def embedded(self) -> Embedded:
+        return Embedded(model=self.model)
+
+
+@dataclass(frozen=True)
 class VerifyOptions:
     baseline: str | None = None  # URLs; neither: the embedded engine, plain against speculative
     candidate: str | None = None

@@ -12,7 +12,14 @@ from click.testing import CliRunner
 
 from lossless.cli import main
 from lossless.config import ServeConfig
-from lossless.options import BenchOptions, DemoOptions, ProbeOptions, TasksOptions, VerifyOptions
+from lossless.options import (
+    BenchOptions,
+    DemoOptions,
+    InspectOptions,
+    ProbeOptions,
+    TasksOptions,
+    VerifyOptions,
+)
 from lossless.verify.budget import Budget, parse_budget
 
 
@@ -68,6 +75,7 @@ OPTIONS = {
     "serve": ServeConfig(),
     "demo": DemoOptions(),
     "tasks": TasksOptions(),
+    "inspect": InspectOptions(),
 }
 
 

@@ -21,7 +21,8 @@ E = Endpoint("e", "http://127.0.0.1:1/v1", "m")
 def _run(task: str, success: bool, task_s: float = 1.0, cost: float | None = 1.0, sample: int = 0) -> TaskRun:
     return TaskRun(
         endpoint="e", task=task, sample=sample, success=success, end="answer", reason="", attempts=1,
-        steps=1, retries=0, tool_calls=0, tool_errors=0, invalid_arguments=0, schema_invalid=0, prompt_tokens=0,
+        steps=1, retries=0, tool_calls=0, tool_errors=0, invalid_arguments=0, schema_invalid=0,
+        prompt_tokens=0,
         completion_tokens=0, cached_tokens=None, usage_missing=0, task_s=task_s, model_s=task_s, ttft_s=0.0,
         generation_s=0.0, tool_s=0.0, retry_s=0.0, check_s=0.0, cost_usd=cost, retry_cost_usd=None,
         tool_cost_usd=None,

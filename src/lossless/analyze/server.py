@@ -37,9 +37,8 @@ def spec_stats(before: Mapping[str, float], after: Mapping[str, float]) -> Specu
             return _spec(drafted, accepted or 0.0, steps)
     drafted = d.get("lossless_spec_drafted_tokens_total")
     if drafted:
-        return _spec(
-            drafted, d.get("lossless_spec_accepted_tokens_total", 0.0), d.get("lossless_spec_steps_total")
-        )
+        steps = d.get("lossless_spec_verify_steps_total") or d.get("lossless_spec_steps_total")
+        return _spec(drafted, d.get("lossless_spec_accepted_tokens_total", 0.0), steps)
     return None
 
 

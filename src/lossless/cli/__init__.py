@@ -4,6 +4,7 @@
 common.py   one-line errors, value types, output checks
 measure.py  bench, probe, verify
 tasks.py    tasks (success, time and cost per completed task)
+inspect.py  inspect (what is behind an endpoint: speculative decoding, identity)
 saved.py    report, compare (saved runs)
 advise.py   advise (time-outs, hedging and failover predicted from saved runs)
 watch.py    watch (bench on a schedule, into a history), history (its trends and changes)
@@ -15,7 +16,7 @@ from __future__ import annotations
 import click
 
 from lossless import __version__
-from lossless.cli import advise, measure, saved, serving, tasks, watch
+from lossless.cli import advise, inspect, measure, saved, serving, tasks, watch
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,7 +27,8 @@ def main() -> None:
 
 for command in (
     serving.models, serving.serve, serving.draft, measure.bench, measure.probe, measure.verify,
-    tasks.tasks, serving.demo, saved.report, saved.compare, advise.advise, watch.watch, watch.history,
+    tasks.tasks, inspect.inspect, serving.demo, saved.report, saved.compare, advise.advise, watch.watch,
+    watch.history,
 ):  # fmt: skip
     main.add_command(command)
 

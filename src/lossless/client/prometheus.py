@@ -24,6 +24,7 @@ COUNTERS = (
     "lossless_spec_drafted_tokens_total",
     "lossless_spec_accepted_tokens_total",
     "lossless_spec_steps_total",
+    "lossless_spec_verify_steps_total",  # what our server exports (by accepted count: summed here)
 )
 # name{labels} value [timestamp], in the text exposition format
 _SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)(?:\s+\S+)?")

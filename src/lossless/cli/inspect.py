@@ -1,0 +1,64 @@
+"""``lossless inspect``: what is behind an endpoint, told by its behaviour (issue #23). Flags ->
+``InspectOptions`` (``lossless.options``, where the defaults live) -> ``inspect.stage.run`` -> a card
+per endpoint -> ``inspect.report``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from lossless.cli.common import SECONDS, SEED, friendly_errors, output_flags, outputs
+from lossless.options import InspectOptions
+
+DEFAULTS = InspectOptions()
+
+
+@click.command("inspect")
+@click.argument("urls", nargs=-1)
+@click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
+@click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")
+@click.option(
+    "--tokenizer",
+    "tokenizers",
+    multiple=True,
+    help="A tokenizer to tell apart besides the bundled ones: tokenizer.json, a GGUF or a model name "
+    "(repeatable).",
+)
+@click.option(
+    "--max-tokens",
+    default=DEFAULTS.max_tokens,
+    show_default=True,
+    type=click.IntRange(8, 4096),
+    help="Output tokens per speculation request.",
+)
+@click.option("--min-rounds", default=DEFAULTS.min_rounds, show_default=True, type=click.IntRange(4, 100))
+@click.option(
+    "--max-rounds",
+    default=DEFAULTS.max_rounds,
+    show_default=True,
+    type=click.IntRange(4, 100),
+    help="Rounds of the four speculation requests at most; fewer when the verdict settles.",
+)
+@click.option(
+    "--budget",
+    "budget_s",
+    default=DEFAULTS.budget_s,
+    show_default=True,
+    type=SECONDS,
+    help="Seconds per endpoint after which no further round starts.",
+)
+@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=SEED)
+@output_flags("Cards", "inspect.json", html=False)
+@friendly_errors
+def inspect(urls: tuple[str, ...], tokenizers: tuple[str, ...], **opts: Any) -> None:
+    """What is behind each endpoint: speculative decoding, precision, identity - told by behaviour.
+
+    With no URL: the embedded model, served plainly."""
+    from lossless.console import people_console
+    from lossless.inspect import report, stage
+
+    options = InspectOptions(urls=urls, tokenizers=tokenizers, **opts)
+    outputs(options.out_dir, ("inspect.json",))
+    result = stage.run(options)
+    report.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)

@@ -1,0 +1,86 @@
+"""inspect's result for people and files: one card per endpoint in the terminal, inspect.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from lossless.atomic import write_atomic
+from lossless.endpoints import public_url
+from lossless.inspect.stage import Card, InspectResult
+from lossless.report.files import strict_json
+
+STYLE = {"evident": "green", "not evident": "red", "inconclusive": "yellow"}
+
+
+def emit(result: InspectResult, console: Console, as_json: bool, out_dir: Path | None) -> None:
+    """The cards for people (stderr under --json), the JSON on stdout, inspect.json under --out."""
+    for c in result.cards:
+        render(c, console)
+    if as_json:
+        print(to_json(result), flush=True)
+    if out_dir is not None:
+        write(result, out_dir)
+
+
+def to_json(result: InspectResult) -> str:
+    return strict_json(result.as_dict())
+
+
+def write(result: InspectResult, out_dir: Path) -> Path:
+    return write_atomic(out_dir / "inspect.json", to_json(result) + "\n")
+
+
+def _word(verdict: str) -> str:
+    return f"[{STYLE[verdict]}]{verdict}[/{STYLE[verdict]}]"
+
+
+def render(card: Card, console: Console) -> None:
+    e = card.endpoint
+    title = f"inspect: {e.name} ({public_url(e.base_url)}, model {e.model}) - {card.wall_s:.0f} s"
+    table = Table(title=title, title_justify="left")
+    for column in ("claim", "verdict", "evidence"):
+        table.add_column(column)
+    s = card.speculation
+    drafter = f"; likely drafter: {s.drafter}" if s.drafter else ""
+    length = f"{s.accepted_length:.2f}" if s.accepted_length is not None else "-"
+    table.add_row("1 speculative decoding", _word(s.verdict), f"{s.note}{drafter}")
+    for r in s.ratios:
+        ci = f"{r.ratio:.2f}x (95% CI {r.ci95[0]:.2f}-{r.ci95[1]:.2f}), {r.rounds} rounds"
+        table.add_row(f"  {r.arm} / free-t1, {r.of}", r.sped_up, ci)
+    for a in s.arms:
+        speed = f"{a.speed_tps:.1f} tok/s" if a.speed_tps is not None else "no speed"
+        burst = f"{a.tokens_per_burst:.2f} tokens/burst" if a.tokens_per_burst is not None else "uncounted"
+        gaps = f"gap p50 {a.gap_ms_p50:.1f} ms" if a.gap_ms_p50 is not None else "no gaps"
+        table.add_row(f"  arm {a.arm}", "", f"{a.requests} requests, {speed}, {burst}, {gaps}")
+    table.add_row("  mean accepted length", "", f"{length} tokens per burst (estimate)")
+    table.add_row("  server counters", "", _counters(card))
+    table.add_row("2 precision / variant", _word("inconclusive"), card.precision)
+    i = card.identity
+    table.add_row(
+        "3 identity: tokenizer", _word(i.verdict), (i.family or "-") + (f" ({i.note})" if i.note else "")
+    )
+    declared = ", ".join(card.served.get("declared_model", [])) or "-"
+    prints = ", ".join(card.served.get("system_fingerprint", [])) or "-"
+    limit = (
+        f"{card.context_limit:,} tokens (declared)" if card.context_limit else "not declared (not measured)"
+    )
+    table.add_row("  declared model", "", declared)
+    table.add_row("  system_fingerprint", "", prints)
+    table.add_row("  context limit", "", limit)
+    headers = card.served.get("headers") or {}
+    shown = "; ".join(f"{name}: {', '.join(values)}" for name, values in headers.items())
+    table.add_row("  server headers", "", shown or "-")
+    table.add_row("budget", "", f"{card.rounds} rounds ({card.stopped}), {card.output_tokens} output tokens")
+    console.print(table)
+
+
+def _counters(card: Card) -> str:
+    s = card.speculation
+    why = str(s.evidence.get("counters", ""))
+    if not s.counters:
+        return why or "-"
+    parts = [f"{k.replace('_', ' ')} {v:.3g}" for k, v in s.counters.items()]
+    return ", ".join(parts) + (f" ({why})" if why else "")

@@ -1,0 +1,65 @@
+"""`lossless inspect`'s flags, options and card, without a server: bad input is one line and exit 2,
+and a card renders for people and as strict JSON (an unbounded CI is null, not Infinity)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from lossless.cli.inspect import inspect
+from lossless.endpoints import Endpoint
+from lossless.errors import UsageError
+from lossless.inspect import report, speculation
+from lossless.inspect.identity import Identity
+from lossless.inspect.stage import Card, InspectResult
+from lossless.options import InspectOptions
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["http://127.0.0.1:9/v1"], "--model is required"),
+        (["http://127.0.0.1:9/v1", "--model", "m", "--min-rounds", "6", "--max-rounds", "5"], "--min-rounds"),
+        (["http://127.0.0.1:9/v1", "--model", "m", "--max-tokens", "4"], "--max-tokens"),
+        (["http://127.0.0.1:9/v1", "--model", "m", "--budget", "nan"], "--budget"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    result = CliRunner().invoke(inspect, args)
+    assert result.exit_code == 2 and says in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_options_check_themselves() -> None:
+    with pytest.raises(UsageError, match="min-rounds"):
+        InspectOptions(min_rounds=9, max_rounds=8)
+    assert InspectOptions().embedded.model is None
+
+
+def _card() -> Card:
+    spec = speculation.judge([])  # no records at all: every ratio "cannot tell"
+    who = Identity("inconclusive", None, note="cannot tell: the server sends no usage.prompt_tokens")
+    endpoint = Endpoint("e", "http://user:pw@127.0.0.1:9/v1?key=k", "m")
+    served = {"declared_model": ["m"], "system_fingerprint": []}
+    return Card(endpoint, spec, who, None, 0, "max rounds", 0, 0.5, served=served)
+
+
+def test_a_card_with_nothing_measured_says_inconclusive_everywhere(tmp_path: Path) -> None:
+    result = InspectResult((_card(),))
+    doc = json.loads(report.to_json(result))
+    (card,) = doc["cards"]
+    assert card["speculative_decoding"]["verdict"] == "inconclusive"
+    assert card["speculative_decoding"]["ratios"][0]["ci95"] == [0.0, None]  # inf -> null
+    assert card["precision"]["verdict"] == "inconclusive" and "not measured" in card["precision"]["note"]
+    assert card["endpoint"]["base_url"] == "http://127.0.0.1:9/v1"  # no password, no query
+    assert json.loads(report.write(result, tmp_path).read_text()) == doc
+    out = io.StringIO()
+    report.render(result.cards[0], Console(file=out, width=200))
+    text = out.getvalue()
+    assert "1 speculative decoding" in text and "2 precision" in text and "3 identity" in text
+    assert "pw" not in text and "key=k" not in text
