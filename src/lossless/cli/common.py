@@ -77,6 +77,20 @@ def json_flag(what: str) -> Decorator:
     )
 
 
+def endpoint_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """URLS, --model, --endpoints and --api-key-env: the endpoints a multi-endpoint command measures."""
+    fn = click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")(
+        fn
+    )
+    fn = click.option(
+        "--endpoints", "endpoints_file", type=click.Path(path_type=Path), help="TOML of [[endpoint]]."
+    )(fn)
+    fn = click.option(
+        "--model", default=None, help="Model name sent to the URLs (the embedded model without URLs)."
+    )(fn)
+    return click.argument("urls", nargs=-1)(fn)
+
+
 def output_flags(what: str, writes: str, html: bool = True) -> Decorator:
     """--json, --out and (with ``html``) --html: where a measuring command's result goes."""
     flags: list[Decorator] = [

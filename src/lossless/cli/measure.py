@@ -13,6 +13,7 @@ from lossless.cli.common import (
     SECONDS,
     SEED,
     FiniteFloat,
+    endpoint_flags,
     exit_interrupted,
     friendly_errors,
     output_flags,
@@ -49,10 +50,7 @@ def bench_options(
 
 
 @click.command()
-@click.argument("urls", nargs=-1)
-@click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
-@click.option("--endpoints", "endpoints_file", type=click.Path(path_type=Path), help="TOML of [[endpoint]].")
-@click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")
+@endpoint_flags
 @click.option(
     "--suite",
     default=B.suite,

@@ -3,12 +3,19 @@ TasksResult -> tasks.report)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from lossless.cli.common import SECONDS, SEED, FiniteFloat, friendly_errors, output_flags, outputs
+from lossless.cli.common import (
+    SECONDS,
+    SEED,
+    FiniteFloat,
+    endpoint_flags,
+    friendly_errors,
+    output_flags,
+    outputs,
+)
 from lossless.options import MAX_CONCURRENCY, TasksOptions
 
 T = TasksOptions()
@@ -16,10 +23,7 @@ PRICE = FiniteFloat(0, 1e9)
 
 
 @click.command()
-@click.argument("urls", nargs=-1)
-@click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
-@click.option("--endpoints", "endpoints_file", type=click.Path(path_type=Path), help="TOML of [[endpoint]].")
-@click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")
+@endpoint_flags
 @click.option(
     "--set",
     "task_set",
