@@ -86,8 +86,7 @@ def runner_config(options: TasksOptions) -> RunnerConfig:
 
 
 def given(options: TasksOptions) -> tuple[Endpoint, ...]:
-    """The endpoints named (URLs or an endpoints file), priced by the flags where the file says
-    nothing, keys checked; () for the embedded model."""
+    """The endpoints named (URLs or an endpoints file), keys checked; () for the embedded model."""
     o = options
     if o.endpoints_file is not None:
         found = ep.load_toml(o.endpoints_file)
@@ -95,15 +94,6 @@ def given(options: TasksOptions) -> tuple[Endpoint, ...]:
         found = ep.from_urls(o.urls, o.model, o.api_key_env)
     else:
         return ()
-    found = tuple(
-        replace(
-            e,
-            price_in=e.price_in if e.price_in is not None else o.price_in,
-            price_out=e.price_out if e.price_out is not None else o.price_out,
-            price_cached_in=e.price_cached_in if e.price_cached_in is not None else o.price_cached_in,
-        )
-        for e in found
-    )
     for endpoint in found:
         ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
     return found
@@ -117,10 +107,17 @@ def run(options: TasksOptions) -> TasksResult:
         tasks = tasks[: options.limit]
     named = given(options)
     with provision.endpoints(named, options.embedded, speculative=True) as found:
-        if not named:  # the embedded server: priced as the flags say
-            found = tuple(
-                replace(e, price_in=options.price_in, price_out=options.price_out,
-                        price_cached_in=options.price_cached_in)
-                for e in found
-            )  # fmt: skip
-        return asyncio.run(run_all(found, tasks, options))
+        return asyncio.run(run_all(tuple(priced(e, options) for e in found), tasks, options))
+
+
+def priced(endpoint: Endpoint, options: TasksOptions) -> Endpoint:
+    """The flags' prices where the endpoint (its endpoints file) names none, as the embedded ones never do."""
+    o = options
+    return replace(
+        endpoint,
+        price_in=endpoint.price_in if endpoint.price_in is not None else o.price_in,
+        price_out=endpoint.price_out if endpoint.price_out is not None else o.price_out,
+        price_cached_in=endpoint.price_cached_in
+        if endpoint.price_cached_in is not None
+        else o.price_cached_in,
+    )
