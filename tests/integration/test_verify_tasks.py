@@ -12,6 +12,7 @@ import pytest
 from task_server import Behaviour, task_server, task_specs
 
 from lossless.endpoints import Endpoint
+from lossless.tasks.sets import load_set
 from lossless.verify.decide import Criteria, decide
 from lossless.verify.taskset import TaskEvidence, f1, run_tasks
 
@@ -34,7 +35,7 @@ def _evidence(
         task_server(candidate, per_task, seed=1) as (cand_url, _),
     ):
         base, cand = Endpoint("baseline", base_url, "scripted"), Endpoint("candidate", cand_url, "scripted")
-        return asyncio.run(run_tasks(base, cand, str(task_file), None, concurrency=16, timeout=30.0))
+        return asyncio.run(run_tasks(base, cand, load_set(str(task_file)), concurrency=16, timeout=30.0))
 
 
 def _verdict(found: TaskEvidence) -> tuple[str, tuple[str, ...]]:

@@ -104,7 +104,7 @@ async def _tasks(
     if config.task_set is None:
         solved = await asyncio.gather(collect.solve(base, tasks), collect.solve(cand, tasks))
         return (solved[0], solved[1]), None
-    found = await run_tasks(*sides, config.task_set, config.tasks_limit, config.concurrency, config.timeout)
+    found = await run_tasks(*sides, config.task_set, config.concurrency, config.timeout)
     return found.solved, found.parity
 
 

@@ -11,6 +11,7 @@ from lossless.verify.decide import Agreement, Criteria, Decision
 from lossless.verify.stats import EFFECTS, Finding, Paired
 
 if TYPE_CHECKING:
+    from lossless.tasks.task import Task
     from lossless.verify.taskset import ToolParity
 
 
@@ -22,8 +23,7 @@ class VerifyConfig:
     criteria: Criteria = field(default_factory=Criteria)
     concurrency: int = 4  # requests in flight, both endpoints together
     timeout: float = 120.0  # seconds for one request; a slower one is a failed request, not the end
-    task_set: str | None = None  # verify --tasks: a task set in place of the bundled questions
-    tasks_limit: int | None = None  # its first N tasks; None: all
+    task_set: tuple[Task, ...] | None = None  # verify --tasks' tasks, in place of the bundled questions
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from lossless import endpoints as ep, provision
 from lossless.endpoints import Endpoint
 from lossless.options import VerifyOptions
+from lossless.tasks.sets import load_set
 from lossless.verify.evidence import gather
 from lossless.verify.judge import judge
 from lossless.verify.result import VerifyConfig, VerifyResult
@@ -26,8 +27,9 @@ def run(options: VerifyOptions) -> VerifyResult:
     drafter) against its plain decoding, two servers over one copy of the weights."""
     given = pair(options)
     config = VerifyConfig(
-        options.budget, options.api, options.seed, timeout=options.timeout, task_set=options.task_set,
-        tasks_limit=options.tasks_limit,
+        options.budget, options.api, options.seed, timeout=options.timeout,
+        # loaded before any server starts or request is sent: a wrong name fails at once
+        task_set=load_set(options.task_set)[: options.tasks_limit] if options.task_set else None,
     )  # fmt: skip
     if not given:
         # one engine behind two servers: its requests take turns, so neither server slows the other

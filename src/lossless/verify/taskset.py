@@ -28,8 +28,8 @@ from scipy import stats
 from lossless.endpoints import Endpoint
 from lossless.tasks.result import TaskRun
 from lossless.tasks.runner import RunnerConfig
-from lossless.tasks.sets import load_set
 from lossless.tasks.stage import run_endpoint
+from lossless.tasks.task import Task
 from lossless.verify.stats import paired_accuracy
 
 
@@ -66,12 +66,10 @@ class TaskEvidence:
 async def run_tasks(
     baseline: Endpoint,
     candidate: Endpoint,
-    task_set: str,
-    limit: int | None,
+    tasks: tuple[Task, ...],
     concurrency: int,
     timeout: float,
 ) -> TaskEvidence:
-    tasks = load_set(task_set)[:limit]
     config = RunnerConfig(temperature=0.0, call_timeout=timeout)
     with_tools = any(t.tools for t in tasks)
     sides = (baseline, baseline, candidate) if with_tools else (baseline, candidate)
