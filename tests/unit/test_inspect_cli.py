@@ -14,10 +14,11 @@ from rich.console import Console
 from lossless.cli.inspect import inspect
 from lossless.endpoints import Endpoint
 from lossless.errors import UsageError
-from lossless.inspect import report, speculation
+from lossless.inspect import speculation
 from lossless.inspect.identity import Identity
 from lossless.inspect.stage import Card, InspectResult
 from lossless.options import InspectOptions
+from lossless.report import inspect as report
 
 
 @pytest.mark.parametrize(

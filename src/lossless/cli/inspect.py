@@ -1,6 +1,6 @@
 """``lossless inspect``: what is behind an endpoint, told by its behaviour (issue #23). Flags ->
 ``InspectOptions`` (``lossless.options``, where the defaults live) -> ``inspect.stage.run`` -> a card
-per endpoint -> ``inspect.report``."""
+per endpoint -> ``report/inspect.py``."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def inspect(urls: tuple[str, ...], tokenizers: tuple[str, ...], **opts: Any) -> 
 
     With no URL: the embedded model, served plainly."""
     from lossless.console import people_console
-    from lossless.inspect import report, stage
+    from lossless.inspect import stage
+    from lossless.report import inspect as report
 
     options = InspectOptions(urls=urls, tokenizers=tokenizers, **opts)
     outputs(options.out_dir, ("inspect.json",))

@@ -1,5 +1,5 @@
 """``lossless tasks``: success, time and cost per completed task (flags -> TasksOptions -> tasks.stage ->
-TasksResult -> tasks.report)."""
+TasksResult -> report/tasks.py)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,8 @@ def tasks(urls: tuple[str, ...], **opts: Any) -> None:
 
     Several endpoints run the same tasks one after another, each compared with the first."""
     from lossless.console import people_console
-    from lossless.tasks import report as show, stage
+    from lossless.report import tasks as show
+    from lossless.tasks import stage
 
     options = TasksOptions(urls=urls, **opts)
     outputs(options.out_dir, ("tasks.json",))

@@ -7,6 +7,5 @@ speculation.py   records -> speed and burst ratios with CIs -> `evident` / `not 
 identity.py      the tokenizer family from ``usage.prompt_tokens`` of crafted strings, against reference
                  counts (tokenizers.json, made by benchmarks/tokenizer_fingerprints.py) and any tokenizer
                  the user names; the declared model and system_fingerprint
-stage.py         InspectOptions -> a card per endpoint (precision: not measured yet)
-report.py        the cards in the terminal and inspect.json
+stage.py         InspectOptions -> a card per endpoint (precision: not measured yet), for report/inspect.py
 """

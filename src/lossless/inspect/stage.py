@@ -1,5 +1,5 @@
 """``lossless inspect``: InspectOptions -> per endpoint a card of claims told by behaviour -> an
-``InspectResult`` (``inspect.report`` renders it).
+``InspectResult`` (``report/inspect.py`` renders it).
 
 Claims, each with its evidence and a word (`evident`, `not evident`, `inconclusive`):
     1. speculative decoding  (``speculation``: the arms' paired speed and burst ratios; the server's

