@@ -211,7 +211,7 @@ class TasksOptions:
     stream: bool = True
     max_tokens: int | None = None  # per model call at most; None: the task's own budget
     temperature: float | None = None  # None: the endpoint's default
-    tool_choice: str | None = None  # sent with a task's tools: auto, required or none; None: not sent
+    tool_choice: str | None = None  # sent with a task's tools: auto, required, none, required-first
     retries: int = 3  # further attempts at a model call after a retryable failure
     retry_wait: float = 0.5  # seconds before the first retry without Retry-After (doubling, jittered)
     timeout: float = 120.0  # seconds for one model call
@@ -223,6 +223,7 @@ class TasksOptions:
     seed: int = 0  # bootstrap and retry jitter
     as_json: bool = False
     out_dir: Path | None = None  # tasks.json
+    html: Path | None = None  # a self-contained page
 
     def __post_init__(self) -> None:
         if self.urls and self.endpoints_file:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from scripted_server import ScriptedServer
+from task_server import Behaviour, task_server, task_specs
 
 from lossless.cli import main
 
@@ -68,8 +69,24 @@ def _load(page: Any, path: Path) -> tuple[list[str], list[str]]:
 
 
 @pytest.fixture(scope="module")
-def browser(run_dir: Path) -> Iterator[Any]:
-    # after run_dir: playwright's sync API holds an event loop on this thread, and bench starts its own
+def tasks_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `lossless tasks --html` run: two scripted agent servers, one failing some tool calls."""
+    out = tmp_path_factory.mktemp("tasks")
+    path = out / "tasks.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in task_specs(6, 0.01)))
+    good = Behaviour(ttft_s=0.005, tpot_s=0.001, tokens=3)
+    sloppy = Behaviour(success=0.5, ttft_s=0.01, tpot_s=0.002, tokens=3, invalid_args=0.5)
+    with task_server(good, seed=0) as (a, _), task_server(sloppy, seed=0) as (b, _):
+        args = ["tasks", a, b, "--model", "m", "--set", str(path), "--price-in", "1", "--price-out", "2",
+                "--html", str(out / "tasks.html")]  # fmt: skip
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return out / "tasks.html"
+
+
+@pytest.fixture(scope="module")
+def browser(run_dir: Path, tasks_page: Path) -> Iterator[Any]:
+    # after the runs: playwright's sync API holds an event loop on this thread; the commands start theirs
     if os.environ.get("CI"):
         import playwright.sync_api as sync_api
     else:
@@ -140,4 +157,19 @@ def test_compare_page_renders(browser: Any, run_dir: Path, tmp_path: Path) -> No
     assert _check_plots(page) == 4
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
     shutil.copy(tmp_path / "compare.png", "/tmp/lossless-compare.png")
+    page.close()
+
+
+def test_tasks_page_renders(browser: Any, tasks_page: Path, tmp_path: Path) -> None:
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors, requests = _load(page, tasks_page)
+    assert errors == [] and requests == [tasks_page.as_uri()]
+    assert _check_plots(page) == 2  # success per endpoint; the pair's ratios
+    text = page.inner_text("body")
+    assert "speed-ups: output speed" in text and page.query_selector(".badge")
+    rows = page.query_selector_all("#per-task tbody tr")
+    assert len(rows) == 6 and all(len(r.query_selector_all("td")) == 3 for r in rows)
+    assert "fail" in page.inner_text("#per-task") and "pass" in page.inner_text("#per-task")
+    page.screenshot(path=str(tmp_path / "tasks.png"), full_page=True)
+    shutil.copy(tmp_path / "tasks.png", "/tmp/lossless-tasks.png")
     page.close()

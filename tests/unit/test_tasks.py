@@ -401,3 +401,17 @@ def test_load_set_by_name_or_file(tmp_path: Path) -> None:
     ):
         load_set("nope")
     assert check(Exact("x"), "x").passed
+
+
+def test_required_first_forces_a_tool_call_on_an_attempts_first_model_call_only() -> None:
+    from lossless.endpoints import Endpoint
+    from lossless.tasks.runner import RunnerConfig, _body
+
+    task, endpoint = tools_demo()[0], Endpoint("e", "http://127.0.0.1:1/v1", "m")
+    messages = list(task.messages)
+    config = RunnerConfig(tool_choice="required-first")
+    assert _body(endpoint, task, messages, 64, config, first=True)["tool_choice"] == "required"
+    assert _body(endpoint, task, messages, 64, config, first=False)["tool_choice"] == "auto"
+    plain = RunnerConfig(tool_choice="required")
+    assert _body(endpoint, task, messages, 64, plain, first=False)["tool_choice"] == "required"
+    assert "tool_choice" not in _body(endpoint, task, messages, 64, RunnerConfig(), first=True)

@@ -61,8 +61,9 @@ PRICE = FiniteFloat(0, 1e9)
 @click.option(
     "--tool-choice",
     default=None,
-    type=click.Choice(["auto", "required", "none"]),
-    help="Sent with a task's tools [default: not sent, which servers read as auto].",
+    type=click.Choice(["auto", "required", "none", "required-first"]),
+    help="Sent with a task's tools [default: not sent, which servers read as auto]; required-first: "
+    "required on an attempt's first model call, auto after it.",
 )
 @click.option("--retries", default=T.retries, show_default=True, type=click.IntRange(0, 100))
 @click.option(
@@ -87,7 +88,7 @@ PRICE = FiniteFloat(0, 1e9)
     help="Equivalence margin of the paired success difference.",
 )
 @click.option("--seed", default=T.seed, show_default=True, type=SEED)
-@output_flags("Results", "tasks.json", html=False)
+@output_flags("Results", "tasks.json")
 @friendly_errors
 def tasks(urls: tuple[str, ...], **opts: Any) -> None:
     """Run a task set on endpoints (none given: the embedded server): success, time and cost per task.
@@ -98,6 +99,6 @@ def tasks(urls: tuple[str, ...], **opts: Any) -> None:
     from lossless.tasks import stage
 
     options = TasksOptions(urls=urls, **opts)
-    outputs(options.out_dir, ("tasks.json",))
+    outputs(options.out_dir, ("tasks.json",), options.html)
     result = stage.run(options)
-    show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)
+    show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir, options.html)

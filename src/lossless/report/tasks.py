@@ -1,14 +1,18 @@
-"""tasks' result for people and files: the terminal tables and tasks.json."""
+"""tasks' result for people and files: the terminal tables, tasks.json and the HTML page (``--html``)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from html import escape
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from lossless.atomic import write_atomic
+from lossless.report import svg
 from lossless.report.files import strict_json
+from lossless.report.page import page, section, table
 from lossless.tasks.result import EndpointTasks, Interval, TasksComparison, TasksResult
 
 COLUMNS = ("endpoint", "success", "pass@k", "time/success p50 | p95", "cost/success",
@@ -17,13 +21,18 @@ COLUMNS = ("endpoint", "success", "pass@k", "time/success p50 | p95", "cost/succ
 VERDICT_STYLE = {"equivalent": "green", "different": "red", "inconclusive": "yellow"}
 
 
-def emit(result: TasksResult, console: Console, as_json: bool, out_dir: Path | None) -> None:
-    """The tables for people (stderr under --json), the JSON on stdout, tasks.json under --out."""
+def emit(
+    result: TasksResult, console: Console, as_json: bool, out_dir: Path | None, html: Path | None = None
+) -> None:
+    """The tables for people (stderr under --json), the JSON on stdout, tasks.json under --out, the page
+    under --html."""
     render(result, console)
     if as_json:
         print(to_json(result), flush=True)
     if out_dir is not None:
         write(result, out_dir)
+    if html is not None:
+        write_atomic(html, render_html(result))
 
 
 def to_json(result: TasksResult) -> str:
@@ -107,3 +116,79 @@ def _ratio(i: Interval) -> str:
     if i.value is None:
         return "n/a"
     return f"{i.value:.2f}x" + (f" (95% CI {i.ci95[0]:.2f}-{i.ci95[1]:.2f})" if i.ci95 else "")
+
+
+# --- the HTML page ---------------------------------------------------------------------------------------
+
+
+def render_html(result: TasksResult) -> str:
+    from lossless import __version__
+
+    s = result.settings
+    subtitle = (
+        f"tasks: {result.task_set}, {s['tasks']} tasks x {s['samples']} samples, {s['repairs']} repairs"
+        f" · lossless {__version__}"
+    )
+    sections = [
+        _endpoints_section(result),
+        *(_comparison_section(i, c) for i, c in enumerate(result.comparisons)),
+    ]
+    sections.append(_per_task_section(result))
+    nav = [("endpoints", "Endpoints")]
+    nav += [(f"compare-{i}", f"{c.candidate} vs {c.baseline}") for i, c in enumerate(result.comparisons)]
+    return page("lossless tasks", subtitle, sections, [*nav, ("per-task", "Per task")])
+
+
+def _endpoints_section(result: TasksResult) -> str:
+    rows = [
+        _interval_row(e.name, e.success_rate) for e in result.endpoints if e.success_rate.value is not None
+    ]
+    chart = svg.intervals("Success rate per endpoint", "share of runs that passed their check (Wilson 95%)",
+                          rows)  # fmt: skip
+    numbers = table(COLUMNS, [_row(e) for e in result.endpoints])
+    about = (
+        "Time per success counts every model call, tool call, retry and check of a successful task; cost "
+        "per success divides all cost, failed tasks' included, by the successes."
+    )
+    body = f'<div class="figure">{chart}<div class="numbers">{numbers}</div></div>'
+    return section("endpoints", "Success, time and cost per task", body, about)
+
+
+def _comparison_section(i: int, c: TasksComparison) -> str:
+    lo, hi = c.ci90
+    head = (
+        f'<p><span class="badge {escape(c.verdict)}">{escape(c.verdict)}</span> success '
+        f"{c.difference:+.1%} (90% CI {lo:+.1%} to {hi:+.1%}, margin &plusmn;{c.margin:.0%}; McNemar "
+        f"p={c.p_mcnemar:.3g}); {c.both} solved by both, {c.only_baseline} by {escape(c.baseline)} only, "
+        f"{c.only_candidate} by {escape(c.candidate)} only</p><p><b>speed-ups: {escape(c.line)}</b></p>"
+    )
+    rows = [
+        _interval_row(label, i)
+        for label, i in (("time per task both solved", c.task_time_ratio), ("cost per success", c.cost_ratio))
+        if i.value is not None
+    ]
+    if c.output_speed_ratio:
+        rows.append(svg.Row("output speed", c.output_speed_ratio))
+    chart = svg.intervals(
+        f"{c.candidate} / {c.baseline}", "ratio (95% bootstrap CI)", rows, refs=[(1.0, "same")]
+    )
+    return section(
+        f"compare-{i}", f"{c.candidate} against {c.baseline}", head + f'<div class="figure">{chart}</div>'
+    )
+
+
+def _per_task_section(result: TasksResult) -> str:
+    names = [e.name for e in result.endpoints]
+    cells: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
+    for r in result.runs:
+        mark = "pass" if r.success else f"fail: {r.end}" if r.end != "answer" else "fail"
+        cells[(r.task, r.sample)][r.endpoint] = f"{mark}, {r.task_s:.2f} s, {r.steps} steps"
+    rows = [[f"{task} #{sample}" if result.settings["samples"] > 1 else task,
+             *(by.get(n, "-") for n in names)] for (task, sample), by in cells.items()]  # fmt: skip
+    about = "Each run's outcome (how it ended when it did not pass), its time and its model calls."
+    return section("per-task", "Per task", table(["task", *names], rows), about)
+
+
+def _interval_row(label: str, i: Interval) -> svg.Row:
+    lo, hi = i.ci95 if i.ci95 else (None, None)
+    return svg.Row(label, i.value or 0.0, lo, hi)

@@ -66,7 +66,9 @@ class RunnerConfig:
     stream: bool = True
     max_tokens: int | None = None  # per model call at most; the task's budget bounds all of an attempt's
     temperature: float | None = None  # None: the endpoint's default
-    tool_choice: str | None = None  # "auto", "required" or "none" with a task's tools; None: not sent
+    # "auto", "required" or "none" with a task's tools; None: not sent. "required-first": "required" on
+    # an attempt's first model call and "auto" after it (an agent that must look something up first)
+    tool_choice: str | None = None
     retries: int = 3  # further attempts at a failed model call
     retry_wait: float = 0.5  # seconds before the first retry (doubling, jittered) without Retry-After
     repairs: int = 0  # attempts after a failed check, with the checker's reason fed back
@@ -193,7 +195,8 @@ async def _episode(
         budget = task.limits.max_tokens - tally.tokens_in_attempt
         if budget <= 0:
             return "token_budget", None
-        body = _body(endpoint, task, messages, min(budget, config.max_tokens or budget), config)
+        first = tally.step_in_attempt == 0
+        body = _body(endpoint, task, messages, min(budget, config.max_tokens or budget), config, first)
         turn = await _call(session, body, config, tally, rng)
         if turn is None:
             return "error", None
@@ -205,13 +208,21 @@ async def _episode(
 
 
 def _body(
-    endpoint: Endpoint, task: Task, messages: list[Mapping[str, Any]], max_tokens: int, config: RunnerConfig
+    endpoint: Endpoint,
+    task: Task,
+    messages: list[Mapping[str, Any]],
+    max_tokens: int,
+    config: RunnerConfig,
+    first: bool = True,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"model": endpoint.model, "messages": list(messages), "max_tokens": max_tokens}
     if task.tools:
         body["tools"] = task.tool_specs()
-        if config.tool_choice is not None:
-            body["tool_choice"] = config.tool_choice
+        choice = config.tool_choice
+        if choice == "required-first":
+            choice = "required" if first else "auto"
+        if choice is not None:
+            body["tool_choice"] = choice
     if config.temperature is not None:
         body["temperature"] = config.temperature
     if config.stream:
