@@ -8,7 +8,9 @@ each interval check would fail for about 5% of seeds even with a correct runner.
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -132,6 +134,43 @@ def test_bad_flags_fail_in_one_line() -> None:
         tasks_command, ["--set", "no-such-set", "--model", "m", "http://127.0.0.1:9/v1"]
     )
     assert result.exit_code == 2 and "neither a task file nor a built-in set" in result.stderr
+
+
+class _NotFound(http.server.BaseHTTPRequestHandler):
+    """A server that answers every request 404 with an OpenAI-style error (a wrong model name)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps(
+            {"error": {"message": "The model `m` does not exist", "type": "not_found"}}
+        ).encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_endpoint_that_refuses_a_plain_request_stops_the_run_before_any_task(tmp_path: Path) -> None:
+    # a wrong model name (or path, or key) would end every task in the same error: one line instead
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    wrong = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        with task_server(Behaviour(), seed=0) as (url, state):
+            args = [url, wrong, "--model", "m", "--set", "arithmetic", "--out", str(tmp_path / "out")]
+            result = CliRunner().invoke(tasks_command, args)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "refused a one-token chat request: HTTP 404" in lines[0], result.stderr
+    assert "does not exist" in lines[0]
+    assert state.requests == 1 and not (tmp_path / "out" / "tasks.json").exists()
 
 
 def test_a_tool_call_delta_is_the_first_token_and_generation_is_the_rest() -> None:

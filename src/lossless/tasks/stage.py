@@ -12,7 +12,9 @@ from dataclasses import replace
 
 from lossless import endpoints as ep, provision
 from lossless.client.http import Session
-from lossless.endpoints import Endpoint
+from lossless.client.wire import Wire
+from lossless.endpoints import Endpoint, public_url
+from lossless.errors import EndpointError
 from lossless.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
 from lossless.tasks.runner import RunnerConfig, prices_of, run_task
@@ -46,10 +48,24 @@ async def run_endpoint(
         await session.aclose()
 
 
+async def preflight(endpoint: Endpoint) -> None:
+    """One one-token chat request before any task: an endpoint that refuses it (a wrong model name, a
+    bad key, a path that is not a chat API) stops the run in one line, instead of every task ending in
+    the same error. A 429 or 5xx is left to the tasks' retries."""
+    async with Wire(endpoint, timeout_s=60.0) as wire:
+        reply = await wire.post({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
+    if 400 <= reply.status < 500 and reply.status != 429:
+        where = f"{endpoint.name!r} ({public_url(endpoint.base_url)})"
+        why = f"HTTP {reply.status} {reply.error or ''}".strip()
+        raise EndpointError(f"endpoint {where} refused a one-token chat request: {why}")
+
+
 async def run_all(
     endpoints: tuple[Endpoint, ...], tasks: tuple[Task, ...], options: TasksOptions
 ) -> TasksResult:
     config = runner_config(options)
+    for endpoint in endpoints:
+        await preflight(endpoint)
     per: list[list[TaskRun]] = []
     for endpoint in endpoints:
         per.append(
