@@ -9,9 +9,15 @@ Three runs of ``lossless tasks``, greedy, each a pair (baseline first):
               Tools take time here, so the task-time ratio should lie nearer 1 than the output-speed ratio.
     bfcl      ``bfcl-simple`` (first N), ``--tool-choice required``, ours plain -> ours speculative:
               greedy speculative decoding keeps the plain output, so success should come out equivalent.
+    copy      a task file written here: a ``fetch_article`` tool that answers after 2 s (a web search's
+              latency) with a made-up paragraph, which the model is asked to quote; ``required-first``;
+              ours plain -> ours with n-gram prompt lookup (``--speculative ngram``), which speeds up
+              copying. Tools take time here, and speculation has something to speed up.
     llama     the ``tools`` set, ``--tool-choice auto`` (llama-cpp-python's ``chatml-function-calling``
-              format calls tools under auto, and answers ``required`` with a 500), llama.cpp -> ours plain.
-Each run's table goes to DIR/<run>.txt and its result to DIR/<run>/tasks.json; a summary is printed.
+              format calls tools under auto, answers ``required`` with a 500, and streams nothing at all when
+              tools are given: a 200 with no event), not streamed, llama.cpp -> ours plain.
+Greedy, at most 160 output tokens per model call. Each run's table goes to DIR/<run>.txt, its result to
+DIR/<run>/tasks.json and its page to DIR/<run>.html; a summary is printed.
 llama.cpp runs with one thread (with two on two shared cores its threads spin-wait: README, inspect).
 """
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +37,60 @@ from third_party import LlamaCppServer
 from lossless.models import resolve
 
 LOSSLESS = [sys.executable, "-m", "lossless.cli"]
+MODEL = "smollm2-135m-instruct"  # what our server answers to
+
+
+ARTICLES = {
+    "lighthouse": "The Varnholm lighthouse was lit in 1871 and has never gone dark since. Its keeper, Ida "
+    "Brandt, logged every ship that passed for forty years. The log fills twelve leather volumes.",
+    "glacier": "The Selvik glacier loses about nine metres of ice each summer. Researchers mark its edge "
+    "with orange stakes every June. The oldest stake now stands four hundred metres from the ice.",
+    "bakery": "The Kessler bakery opens at four in the morning and sells out by nine. Its rye loaf uses a "
+    "starter kept alive since 1952. Customers queue in the snow for it every winter.",
+    "railway": "The Oberwald railway climbs eleven hundred metres in nineteen kilometres. Its trains use a "
+    "toothed rack between the rails on the steepest parts. The line closes when snow covers the rack.",
+    "orchard": "The Marlow orchard grows forty kinds of apple on six hectares. Half of the trees are older "
+    "than a century. Each October the village presses their fruit into cider together.",
+    "bridge": "The Tarnow bridge has carried traffic across the river since 1903. Its steel arches were "
+    "riveted by hand in a single summer. The bridge is repainted green every twenty years.",
+    "library": "The Hollis library lends tools as well as books. Its members borrow drills, ladders and "
+    "sewing machines for a week at a time. The tool shelf is busiest in spring.",
+    "harbour": "The Pellan harbour shelters forty fishing boats in winter storms. Its stone wall was "
+    "raised by two metres after the flood of 1962. Seals rest on the wall at low tide.",
+}
+
+
+def copy_tasks(path: Path, latency_s: float = 2.0) -> Path:
+    """The ``copy`` run's task file: fetch a paragraph (slowly), then quote it."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "fetch_article",
+            "description": "Fetch the short encyclopedia article about a topic.",
+            "parameters": {
+                "type": "object",
+                "properties": {"topic": {"type": "string", "enum": sorted(ARTICLES)}},
+                "required": ["topic"],
+                "additionalProperties": False,
+            },
+        },
+        "latency_s": latency_s,
+        "results": [{"arguments": {"topic": t}, "result": text} for t, text in ARTICLES.items()],
+        "default": "no such article",
+    }
+    lines = []
+    for topic, text in ARTICLES.items():
+        second = text.split(". ")[1].split()[-1]  # a word the quote must contain
+        ask = f"Fetch the article about the {topic} and quote it word for word."
+        lines.append({
+            "id": f"copy-{topic}",
+            "messages": [{"role": "user", "content": ask}],
+            "tools": [tool],
+            "checker": {"kind": "regex", "pattern": re.escape(second), "ignore_case": True},
+            "limits": {"max_steps": 3, "max_tokens": 512, "max_seconds": 300},
+        })  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
 
 
 def serve(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -55,9 +116,23 @@ def serve(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit(f"lossless serve {' '.join(extra)} did not answer in 300 s")
 
 
-def tasks(name: str, urls: list[str], out: Path, *flags: str) -> dict[str, Any]:
-    argv = [*LOSSLESS, "tasks", *urls, "--model", "smol", "--temperature", "0", "--json"]
-    argv += ["--out", str(out / name), *flags]
+def tasks(name: str, endpoints: list[tuple[str, str, str]], out: Path, *flags: str) -> dict[str, Any]:
+    """``lossless tasks`` on (name, URL, model) endpoints, the first the baseline."""
+    toml = out / f"{name}.toml"
+    toml.write_text("".join(f'[[endpoint]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\n\n'
+                            for n, u, m in endpoints))  # fmt: skip
+    argv = [
+        *LOSSLESS,
+        "tasks",
+        "--endpoints",
+        str(toml),
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "160",
+        "--json",
+    ]
+    argv += ["--out", str(out / name), "--html", str(out / f"{name}.html"), *flags]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
     (out / f"{name}.txt").write_text(done.stderr)
     if done.returncode not in (0, 1):
@@ -82,24 +157,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bfcl-limit", type=int, default=100)
     parser.add_argument("--out", type=Path, default=Path("tasks-side-by-side"))
-    parser.add_argument("--runs", default="tools,bfcl,llama")
+    parser.add_argument("--runs", default="tools,bfcl,copy,llama")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs = args.runs.split(",")
     plain, plain_url = serve()
     spec, spec_url = serve("--speculative", "dspark")
     try:
+        ours = [("plain", plain_url, MODEL), ("speculative", spec_url, MODEL)]
         if "tools" in runs:
-            summary("tools", tasks("tools", [plain_url, spec_url], args.out, "--set", "tools",
-                                   "--tool-choice", "required-first"))  # fmt: skip
+            flags = ("--set", "tools", "--tool-choice", "required-first")
+            summary("tools", tasks("tools", ours, args.out, *flags))
         if "bfcl" in runs:
-            summary("bfcl", tasks("bfcl", [plain_url, spec_url], args.out, "--set", "bfcl-simple",
-                                  "--limit", str(args.bfcl_limit), "--tool-choice", "required"))  # fmt: skip
+            flags = ("--set", "bfcl-simple", "--limit", str(args.bfcl_limit), "--tool-choice", "required")
+            summary("bfcl", tasks("bfcl", ours, args.out, *flags))
+        if "copy" in runs:
+            ngram, ngram_url = serve("--speculative", "ngram")
+            try:
+                pair = [("plain", plain_url, MODEL), ("ngram", ngram_url, MODEL)]
+                flags = ("--set", str(copy_tasks(args.out / "copy.jsonl")), "--tool-choice", "required-first")
+                summary("copy", tasks("copy", pair, args.out, *flags))
+            finally:
+                ngram.terminate()
+                ngram.wait(timeout=30)
         if "llama" in runs:
             extra = ["--chat_format", "chatml-function-calling"]
             with LlamaCppServer(Path(resolve(None)), extra=extra) as llama:
-                summary("llama", tasks("llama", [llama.url, plain_url], args.out, "--set", "tools",
-                                       "--tool-choice", "auto"))  # fmt: skip
+                pair = [("llama.cpp", llama.url, "smol"), ("plain", plain_url, MODEL)]
+                flags = ("--set", "tools", "--tool-choice", "auto", "--no-stream")
+                summary("llama", tasks("llama", pair, args.out, *flags))
     finally:
         for p in (plain, spec):
             p.terminate()

@@ -336,7 +336,9 @@ def _json_object(text: str) -> bool:
 
 
 def _assistant(turn: Turn) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+    # "" rather than null beside tool calls: OpenAI and vLLM take both, llama-cpp-python (0.3.36) only a
+    # string (null is a validation error it answers with a 500)
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.tool_calls:
         message["tool_calls"] = [c.as_message() for c in turn.tool_calls]
     return message
