@@ -27,7 +27,7 @@ PROMPT_LOOKUP = ("--draft_model", "prompt-lookup-decoding", "--draft_model_num_p
 
 def inspected(server: LlamaCppServer) -> tuple[dict[str, Any], float]:
     start = time.monotonic()
-    result = CliRunner().invoke(inspect, [server.url, "--model", "smol", "--json"])
+    result = CliRunner().invoke(inspect, [server.url, "--model", "smol", "--json", "--no-precision"])
     wall = time.monotonic() - start
     assert result.exit_code == 0, result.stderr
     (card,) = json.loads(result.stdout)["cards"]

@@ -42,7 +42,8 @@ def inspected(loaded: LoadedModel, speculative: str, out: Path) -> tuple[dict[st
     config = replace(ServeConfig(dtype="float32"), speculative=speculative)
     with start_embedded(config, loaded=loaded) as url:
         start = time.monotonic()
-        result = CliRunner().invoke(inspect, [url, "--model", loaded.name, "--json", "--out", str(out)])
+        args = [url, "--model", loaded.name, "--json", "--out", str(out), "--no-precision"]
+        result = CliRunner().invoke(inspect, args)
         wall = time.monotonic() - start
     assert result.exit_code == 0, result.stderr
     assert "Traceback" not in result.stderr

@@ -14,7 +14,8 @@ answer), raw [[delay_s, text]] (the stream's bytes exactly) with drop (a reset i
 capacity (requests/s: before answering, each request holds the server's one slot for 1/capacity s, so
 past that rate a queue grows and so does TTFT), prefix_cache {hit_s, miss_s, shape} (see _prefix_cache),
 count_with (the path of a GGUF: usage.prompt_tokens is then the real count of the messages, rendered
-with count_template, by that vocabulary; see _prompt_tokens).
+with count_template, by that vocabulary; see _prompt_tokens), context (a context limit in tokens, words
+counted as tokens; see _context) with over (the answer past it instead of vLLM's 400).
 Run: python scripted_server.py  -> prints the port on the first line of stdout.
 """
 
@@ -156,6 +157,8 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
         entry["usage"] = await _prefix_cache(body, cache, path.split("/")[1])
     if script.get("count_with"):
         entry["usage"] = {"prompt_tokens": _prompt_tokens(body, script)}
+    if script.get("context"):
+        script = _context(body, script, entry)
     if rate := script.get("capacity"):  # one request at a time, 1/rate s each: past `rate`/s a queue grows
         async with STATE.setdefault("slot", asyncio.Lock()):
             await asyncio.sleep(1 / rate)
@@ -235,6 +238,22 @@ def _whole(script: dict, api: str, usage: dict[str, Any]) -> str:
         choice["message"] = {"role": "assistant", "content": text}
     usage = {"prompt_tokens": 7, "completion_tokens": n, **usage}
     return json.dumps({"id": "x", "choices": [choice], "usage": usage})
+
+
+def _context(body: dict, script: dict, entry: dict) -> dict:
+    """A context of ``context`` tokens, words counted as tokens (and 5 for the template): a prompt that
+    leaves no room for max_tokens is refused as vLLM refuses it, or as ``over`` says (a 5xx...)."""
+    tokens = 5 + sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
+    entry["usage"] = {"prompt_tokens": tokens}
+    asked = tokens + (body.get("max_tokens") or 1)
+    if asked <= script["context"]:
+        return script
+    message = (
+        f"This model's maximum context length is {script['context']} tokens. However, you requested "
+        f"{asked} tokens ({tokens} in the messages). Please reduce the length of the messages."
+    )
+    error = {"message": message, "type": "BadRequestError", "code": 400}
+    return {**script, "status": 400, "body": json.dumps({"error": error}), **script.get("over", {})}
 
 
 CHATML = "<|im_start|>{role}\n{content}<|im_end|>\n"

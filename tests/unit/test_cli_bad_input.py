@@ -183,6 +183,12 @@ CASES: list[tuple[str, Case, str]] = [
     ("url-no-host", argv("bench", "http://:80/v1", "--model", "m"), "not an http(s) URL"),
     ("probe-port-99999", argv("probe", "http://127.0.0.1:99999/v1", "--model", "m"), "Port out of range"),
     ("verify-ipv6-open", argv("verify", URL, "http://[::1/v1", "--model", "m"), "Invalid IPv6 URL"),
+    ("inspect-reference-word", argv("inspect", URL, "--model", "m", "--reference", "fp8"), "float32"),
+    (
+        "inspect-reference-port",
+        argv("inspect", URL, "--model", "m", "--reference", "r=http://127.0.0.1:99999/v1"),
+        "Port out of range",
+    ),
     ("verify-pair-header-lf", pair('headers = { x = "a\\nb" }'), "line break"),
     ("verify-tasks-unknown", argv(*V, "--tasks", "nope"), "neither a task file nor a built-in set"),
     ("verify-pair-price-true", pair("price = [true, 1]"), "non-negative numbers"),

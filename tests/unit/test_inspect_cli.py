@@ -28,6 +28,17 @@ from lossless.report import inspect as report
         (["http://127.0.0.1:9/v1", "--model", "m", "--min-rounds", "6", "--max-rounds", "5"], "--min-rounds"),
         (["http://127.0.0.1:9/v1", "--model", "m", "--max-tokens", "4"], "--max-tokens"),
         (["http://127.0.0.1:9/v1", "--model", "m", "--budget", "nan"], "--budget"),
+        (["http://127.0.0.1:9/v1", "--model", "m", "--reference", "fp16"], "--reference 'fp16'"),
+        (["http://127.0.0.1:9/v1", "--model", "m", "--reference", "=http://127.0.0.1:9/v1"], "empty name"),
+        (
+            ["http://127.0.0.1:9/v1", "--model", "m", "--reference", "a=float32", "--reference", "a=int4"],
+            "names must differ",
+        ),
+        # an unreachable reference is scored before any card: one line naming it
+        (
+            ["http://127.0.0.1:9/v1", "--model", "m", "--reference", "ref=http://127.0.0.1:9/v1"],
+            "endpoint 'ref' (http://127.0.0.1:9/v1)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:

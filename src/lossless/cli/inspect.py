@@ -26,6 +26,27 @@ DEFAULTS = InspectOptions()
     "(repeatable).",
 )
 @click.option(
+    "--reference",
+    "references",
+    multiple=True,
+    help="Precision: a reference to place the endpoints against, [NAME=]URL (same --model and "
+    "--api-key-env) or float32 / bfloat16 / int4 (the embedded model served so); repeatable. Default: "
+    "float32 and bfloat16 where the tokenizer is SmolLM2's.",
+)
+@click.option(
+    "--precision/--no-precision",
+    default=DEFAULTS.precision,
+    show_default=True,
+    help="Measure precision (teacher-forced log-probabilities against the references).",
+)
+@click.option(
+    "--context",
+    "measure_context",
+    is_flag=True,
+    help="Measure the context limit by behaviour: prompts up to it, one token answered (each a full "
+    "prefill: minutes on a CPU, input tokens to pay for on an API).",
+)
+@click.option(
     "--max-tokens",
     default=DEFAULTS.max_tokens,
     show_default=True,
@@ -49,9 +70,11 @@ DEFAULTS = InspectOptions()
     help="Seconds per endpoint after which no further round starts.",
 )
 @click.option("--seed", default=DEFAULTS.seed, show_default=True, type=SEED)
-@output_flags("Cards", "inspect.json", html=False)
+@output_flags("Cards", "inspect.json and inspect.html", html=False)
 @friendly_errors
-def inspect(urls: tuple[str, ...], tokenizers: tuple[str, ...], **opts: Any) -> None:
+def inspect(
+    urls: tuple[str, ...], tokenizers: tuple[str, ...], references: tuple[str, ...], **opts: Any
+) -> None:
     """What is behind each endpoint: speculative decoding, precision, identity - told by behaviour.
 
     With no URL: the embedded model, served plainly."""
@@ -59,7 +82,7 @@ def inspect(urls: tuple[str, ...], tokenizers: tuple[str, ...], **opts: Any) -> 
     from lossless.inspect import stage
     from lossless.report import inspect as report
 
-    options = InspectOptions(urls=urls, tokenizers=tokenizers, **opts)
-    outputs(options.out_dir, ("inspect.json",))
+    options = InspectOptions(urls=urls, tokenizers=tokenizers, references=references, **opts)
+    outputs(options.out_dir, ("inspect.json", "inspect.html"))
     result = stage.run(options)
     report.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)

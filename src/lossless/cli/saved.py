@@ -41,7 +41,7 @@ def report(run_dirs: tuple[Path, ...], output: Path | None, out_dir: Path | None
     run_dir = run_dirs[0]
     target = output or run_dir / "report.html"
     checks.writable_file(target, "--output" if output else "the report")
-    run = html.read_run(run_dir)
+    run = html.read_run(run_dir, page_dir=target.parent)
     path = html.write(target, html.render_saved(run, run_dir))
     for note in run.notes:
         click.echo(f"note: {note}", err=True)

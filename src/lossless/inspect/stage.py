@@ -4,9 +4,12 @@
 Claims, each with its evidence and a word (`evident`, `not evident`, `inconclusive`):
     1. speculative decoding  (``speculation``: the arms' paired speed and burst ratios; the server's
        own counters beside them)
-    2. precision / variant   not measured yet: always `inconclusive`, "not measured"
+    2. precision / variant   the nearest reference by teacher-forced log-probabilities (``precision``);
+       references are scored once per run, named ones before any card, the default ones (the
+       embedded model in float32 and bfloat16) when a card first finds SmolLM2's tokenizer
     3. identity              the tokenizer family from prompt-token counts (``identity``), with the
-       declared model, system_fingerprint and the context limit /v1/models declares, where it does
+       declared model, system_fingerprint and the context limit /v1/models declares, where it does;
+       with ``measure_context``, the longest prompt answered (``context``), after the timed requests
 Endpoints are inspected one after another, never at once: each one's timings must have the machine
 (and the network) to themselves.
 """
@@ -26,15 +29,21 @@ from lossless.client.http import Session
 from lossless.client.prometheus import COUNTERS
 from lossless.client.wire import Wire
 from lossless.endpoints import Endpoint, api_key, public_url
-from lossless.inspect import identity, speculation
+from lossless.errors import UsageError
+from lossless.inspect import identity, precision, speculation
 from lossless.inspect.collect import Collected, Plan, collect
+from lossless.inspect.context import ContextLimit, measure as measure_context
 from lossless.inspect.identity import Identity
+from lossless.inspect.precision import Precision, Scores
 from lossless.inspect.speculation import Speculation
-from lossless.options import InspectOptions
+from lossless.options import REFERENCE_WORDS, InspectOptions, reference_parts
+from lossless.provision import Embedded
 from lossless.records import RequestRecord
 from lossless.tokens import fill_n_out
 
-PRECISION_NOTE = "not measured (teacher-forced log-probabilities against references: not built yet)"
+NOT_MEASURED = Precision("inconclusive", "not measured (--no-precision)")
+DEFAULT_REFERENCES = (("float32", "float32"), ("bfloat16", "bfloat16"))  # (name, word)
+CONTEXT_TIMEOUT_S = 180.0  # one long prompt's prefill: 8k tokens took ~150 s on this 2-core CPU
 # what /v1/models may say of the context: vLLM and ours say max_model_len; others one of the rest
 CONTEXT_FIELDS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx")
 
@@ -55,16 +64,18 @@ class Card:
     stopped: str  # why the rounds stopped: "settled", "max rounds", "time budget"
     output_tokens: int  # generated over the speculation requests
     wall_s: float  # the whole card
-    precision: str = PRECISION_NOTE
+    precision: Precision = NOT_MEASURED
     served: dict[str, Any] = field(default_factory=dict)  # model, fingerprint, identifying headers
+    context: ContextLimit | None = None  # measured by behaviour (--context); None: not measured
 
     def as_dict(self) -> dict[str, Any]:
         e = self.endpoint
         return {
             "endpoint": {"name": e.name, "base_url": public_url(e.base_url), "model": e.model},
             "speculative_decoding": asdict(self.speculation),
-            "precision": {"verdict": "inconclusive", "note": self.precision},
-            "identity": {**asdict(self.identity), "context_limit": self.context_limit, **self.served},
+            "precision": self.precision.as_dict(),
+            "identity": {**asdict(self.identity), "context_limit": self.context_limit,
+                         "context": self.context.as_dict() if self.context else None, **self.served},
             "budget": {"rounds": self.rounds, "requests": self.speculation.evidence.get("requests"),
                        "output_tokens": self.output_tokens, "stopped": self.stopped,
                        "wall_s": round(self.wall_s, 1)},
@@ -85,15 +96,80 @@ def run(options: InspectOptions) -> InspectResult:
     given = ep.from_urls(options.urls, options.model, options.api_key_env) if options.urls else ()
     for endpoint in given:
         api_key(endpoint)
+    named = _references(options)
     refs = identity.references(options.tokenizers)
     plan = Plan(options.max_tokens, options.min_rounds, options.max_rounds, options.budget_s)
+    scored: dict[str, Scores] = {}  # references scored so far: once per run, shared by every card
+    if options.precision:  # named ones first: an unreachable one fails before any card
+        _score_references(named, scored, options)
+    cards = []
     with provision.endpoints(given, options.embedded) as found:
-        return InspectResult(tuple(card(e, plan, refs, options.seed) for e in found))
+        for e in found:
+            one = card(e, plan, refs, options.seed, options.measure_context)
+            if options.precision:
+                start = time.monotonic()
+                placed = _precision(e, one.identity, named, scored, options)
+                one = replace(one, precision=placed, wall_s=one.wall_s + time.monotonic() - start)
+            cards.append(one)
+    return InspectResult(tuple(cards))
 
 
-def card(endpoint: Endpoint, plan: Plan, refs: Mapping[str, identity.Counts], seed: int = 0) -> Card:
+def _references(options: InspectOptions) -> tuple[tuple[str, str | Endpoint], ...]:
+    """--reference as (name, word or Endpoint), keys checked before any request."""
+    out: list[tuple[str, str | Endpoint]] = []
+    for ref in options.references:
+        name, target = reference_parts(ref)
+        if target in REFERENCE_WORDS:
+            out.append((name or target, target))
+            continue
+        (endpoint,) = ep.from_urls([target], options.model, options.api_key_env)
+        api_key(endpoint)
+        out.append((name or endpoint.name, replace(endpoint, name=name or endpoint.name)))
+    names = [n for n, _ in out]
+    if len(set(names)) < len(names):
+        raise UsageError(f"--reference: names must differ, got {names} (name them NAME=URL)")
+    return tuple(out)
+
+
+def _score_references(
+    named: Sequence[tuple[str, str | Endpoint]], scored: dict[str, Scores], options: InspectOptions
+) -> None:
+    for name, target in named:
+        if name in scored:
+            continue
+        if isinstance(target, Endpoint):
+            scored[name] = asyncio.run(precision.score(target))[0]
+            continue
+        # the embedded model (or the checkpoint --model names when no URL is given) served as asked
+        model = None if options.urls else options.model
+        with provision.serve_embedded(Embedded(model=model, dtype=target)) as served:
+            scored[name] = asyncio.run(precision.score(served.endpoints[0]))[0]
+
+
+def _precision(
+    endpoint: Endpoint,
+    who: Identity,
+    named: Sequence[tuple[str, str | Endpoint]],
+    scored: dict[str, Scores],
+    options: InspectOptions,
+) -> Precision:
+    if not named:
+        if who.verdict != "evident" or who.family != "smollm2":
+            why = "no reference for this tokenizer: name references with --reference"
+            return Precision("inconclusive", why)
+        named = DEFAULT_REFERENCES
+    first, second = asyncio.run(precision.score(endpoint, repeats=2))
+    if first.method is None:
+        return precision.judge(first, second, {}, options.seed)
+    _score_references(named, scored, options)
+    return precision.judge(first, second, {n: scored[n] for n, _ in named}, options.seed)
+
+
+def card(
+    endpoint: Endpoint, plan: Plan, refs: Mapping[str, identity.Counts], seed: int = 0, context: bool = False
+) -> Card:
     start = time.monotonic()
-    listing, measured, got = asyncio.run(_measure(endpoint, plan))
+    listing, measured, got, limit = asyncio.run(_measure(endpoint, plan, context))
     records = _counted(got.records, endpoint, listing)
     spec = _with_counters(speculation.judge(records, seed=seed), got)
     who = identity.judge(measured, refs)
@@ -101,10 +177,12 @@ def card(endpoint: Endpoint, plan: Plan, refs: Mapping[str, identity.Counts], se
               "headers": served_by(records).headers}  # fmt: skip
     tokens = sum(r.n_out or 0 for r in records if r.ok)
     return Card(endpoint, spec, who, listing.context, got.rounds, got.stopped, tokens,
-                time.monotonic() - start, served=served)  # fmt: skip
+                time.monotonic() - start, served=served, context=limit)  # fmt: skip
 
 
-async def _measure(endpoint: Endpoint, plan: Plan) -> tuple[Listing, identity.Measured, Collected]:
+async def _measure(
+    endpoint: Endpoint, plan: Plan, context: bool
+) -> tuple[Listing, identity.Measured, Collected, ContextLimit | None]:
     listing = await _listing(endpoint)
     async with Wire(endpoint) as w:
         measured = await identity.measure(w)
@@ -112,7 +190,12 @@ async def _measure(endpoint: Endpoint, plan: Plan) -> tuple[Listing, identity.Me
     def settled(records: Sequence[RequestRecord]) -> bool:
         return speculation.settled(_counted(records, endpoint, listing))
 
-    return listing, measured, await collect(endpoint, plan, settled)
+    got = await collect(endpoint, plan, settled)
+    if not context:
+        return listing, measured, got, None
+    # after the timed requests: a long prefill must not land among them
+    async with Wire(endpoint, timeout_s=CONTEXT_TIMEOUT_S) as w:
+        return listing, measured, got, await measure_context(w, listing.context)
 
 
 def _counted(records: Sequence[RequestRecord], endpoint: Endpoint, listing: Listing) -> list[RequestRecord]:

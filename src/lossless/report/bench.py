@@ -11,7 +11,7 @@ from rich.console import Console
 from lossless.analyze import Summary
 from lossless.atomic import write_atomic
 from lossless.records import RequestRecord
-from lossless.report import files, html, terminal
+from lossless.report import files, html, inspect_html, terminal
 
 
 def emit(
@@ -30,4 +30,8 @@ def emit(
     if out_dir is not None:
         files.write(summary, out_dir)
     if html_path is not None:
-        write_atomic(html_path, html.render_run(summary, records))
+        # a card of an endpoint inspected into the same folder (lossless inspect --out) is linked
+        config = summary.run.config if summary.run is not None else {}
+        folders = [html_path.parent, *([out_dir] if out_dir is not None else [])]
+        found, notes = inspect_html.links(config.get("endpoints") or [], folders, html_path.parent)
+        write_atomic(html_path, html.render_run(summary, records, notes=notes, inspected=found))

@@ -20,7 +20,7 @@ from lossless.atomic import write_atomic
 from lossless.checks import record_problem
 from lossless.errors import UsageError
 from lossless.records import RequestRecord, from_json
-from lossless.report import plots
+from lossless.report import inspect_html, plots
 from lossless.report.notes import endpoint_notes
 from lossless.report.page import figure, page, section, table
 from lossless.report.verify import verify_section
@@ -95,7 +95,9 @@ def render_run(
     records: Sequence[RequestRecord],
     verify: dict[str, Any] | None = None,
     notes: Sequence[str] = (),
+    inspected: Sequence[inspect_html.Link] = (),
 ) -> str:
+    """The page; ``inspected``: the endpoints an inspect card in the folder tells of, linked to it."""
     sections, nav = [], []
     notes = [*notes, *(summary.run.warnings if summary is not None and summary.run is not None else ())]
     if notes:
@@ -103,8 +105,10 @@ def render_run(
         sections.append(section("notes", "Notes", f'<ul class="tight">{items}</ul>'))
     if summary is not None:
         figs = plots.figures(summary, records)
-        sections += [_overview(summary), *(figure(f) for f in figs)]
-        nav += [("overview", "Results"), *((f.key, f.title) for f in figs)]
+        linked = [("inspected", "Inspected")] if inspected else []
+        cards = [inspect_html.bench_section(inspected)] if inspected else []  # beside the results
+        sections += [_overview(summary), *cards, *(figure(f) for f in figs)]
+        nav += [("overview", "Results"), *linked, *((f.key, f.title) for f in figs)]
     if verify is not None:
         sections.append(verify_section(verify))
         nav.append(("verify", "Verification"))
@@ -127,14 +131,16 @@ class SavedRun:
     records: list[RequestRecord]  # records.jsonl
     verify: dict[str, Any] | None  # verify.json
     notes: tuple[str, ...] = ()  # what a person should know about how these were read
+    inspected: tuple[inspect_html.Link, ...] = ()  # endpoints with a card in the folder's inspect.json
 
 
-def read_run(run_dir: Path, rebuild: bool = True) -> SavedRun:
+def read_run(run_dir: Path, rebuild: bool = True, page_dir: Path | None = None) -> SavedRun:
     """What ``bench --out`` (summary.json, records.jsonl) and ``verify --out`` (verify.json) left in DIR.
 
     A run killed before it wrote summary.json (SIGKILL, a power cut) still left its records, flushed one
     line at a time: with ``rebuild`` its summary is made again from them. Anything unreadable is a
-    UsageError naming the file (and line)."""
+    UsageError naming the file (and line). An inspect.json there (``lossless inspect --out``) links the
+    endpoints it has cards of, from a page written in ``page_dir`` (default: ``run_dir``)."""
     found, verify = _read_json(run_dir / "summary.json"), _read_json(run_dir / "verify.json")
     records_path = run_dir / "records.jsonl"
     if not records_path.exists():
@@ -157,7 +163,9 @@ def read_run(run_dir: Path, rebuild: bool = True) -> SavedRun:
             f"rebuilt from the {len(records)} records in records.jsonl, without prices (no costs), "
             "configuration or environment"
         )
-    return SavedRun(summary, records, verify, tuple(notes))
+    config = summary.run.config if summary is not None and summary.run is not None else {}
+    linked, more = inspect_html.links(config.get("endpoints") or [], [run_dir], page_dir or run_dir)
+    return SavedRun(summary, records, verify, (*notes, *more), tuple(linked))
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -234,7 +242,7 @@ def render_saved(run: SavedRun, run_dir: Path) -> str:
     on reading (``Summary.from_dict``); verify.json is a plain dict read back, so a field of the wrong
     shape in it is caught where the page reads it."""
     try:
-        return render_run(run.summary, run.records, run.verify, run.notes)
+        return render_run(run.summary, run.records, run.verify, run.notes, run.inspected)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise UsageError(
             f"{run_dir}: summary.json or verify.json is not shaped as lossless writes it "

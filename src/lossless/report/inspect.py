@@ -1,8 +1,10 @@
-"""inspect's result for people and files: one card per endpoint in the terminal, inspect.json."""
+"""inspect's result for people and files: one card per endpoint in the terminal, inspect.json and
+inspect.html (``inspect_html``) under --out."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -10,13 +12,15 @@ from rich.table import Table
 from lossless.atomic import write_atomic
 from lossless.endpoints import public_url
 from lossless.inspect.stage import Card, InspectResult
+from lossless.report import inspect_html
 from lossless.report.files import strict_json
 
 STYLE = {"evident": "green", "not evident": "red", "inconclusive": "yellow"}
 
 
 def emit(result: InspectResult, console: Console, as_json: bool, out_dir: Path | None) -> None:
-    """The cards for people (stderr under --json), the JSON on stdout, inspect.json under --out."""
+    """The cards for people (stderr under --json), the JSON on stdout, inspect.json and inspect.html
+    under --out."""
     for c in result.cards:
         render(c, console)
     if as_json:
@@ -30,7 +34,10 @@ def to_json(result: InspectResult) -> str:
 
 
 def write(result: InspectResult, out_dir: Path) -> Path:
-    return write_atomic(out_dir / "inspect.json", to_json(result) + "\n")
+    """inspect.json, and inspect.html beside it (a bench report in the folder links its cards)."""
+    path = write_atomic(out_dir / "inspect.json", to_json(result) + "\n")
+    write_atomic(out_dir / "inspect.html", inspect_html.render(result.as_dict()))
+    return path
 
 
 def _word(verdict: str) -> str:
@@ -57,16 +64,15 @@ def render(card: Card, console: Console) -> None:
         table.add_row(f"  arm {a.arm}", "", f"{a.requests} requests, {speed}, {burst}, {gaps}")
     table.add_row("  mean accepted length", "", f"{length} tokens per burst (estimate)")
     table.add_row("  server counters", "", _counters(card))
-    table.add_row("2 precision / variant", _word("inconclusive"), card.precision)
+    _precision(table, card.as_dict()["precision"])
     i = card.identity
     table.add_row(
         "3 identity: tokenizer", _word(i.verdict), (i.family or "-") + (f" ({i.note})" if i.note else "")
     )
     declared = ", ".join(card.served.get("declared_model", [])) or "-"
     prints = ", ".join(card.served.get("system_fingerprint", [])) or "-"
-    limit = (
-        f"{card.context_limit:,} tokens (declared)" if card.context_limit else "not declared (not measured)"
-    )
+    said = card.as_dict()["identity"]
+    limit = inspect_html.context_text(said.get("context") or said.get("context_limit"))
     table.add_row("  declared model", "", declared)
     table.add_row("  system_fingerprint", "", prints)
     table.add_row("  context limit", "", limit)
@@ -84,3 +90,24 @@ def _counters(card: Card) -> str:
         return why or "-"
     parts = [f"{k.replace('_', ' ')} {v:.3g}" for k, v in s.counters.items()]
     return ", ".join(parts) + (f" ({why})" if why else "")
+
+
+def _precision(table: Table, p: dict[str, Any]) -> None:
+    """The claim as the card's JSON has it: a bare note, or the nearest reference against the floor."""
+    verdict = str(p.get("verdict")) if p.get("verdict") in STYLE else "inconclusive"
+    table.add_row("2 precision / variant", _word(verdict), str(p.get("note") or ""))
+    if p.get("nearest") is None and p.get("floor") is None:
+        return  # not measured, or no reference placed: the note says why
+    floor = p.get("floor")
+    nearest = next((d for d in p.get("distances") or [] if d.get("reference") == p.get("nearest")), None)
+    distance = (
+        f", distance {nearest['distance']:.3g}" if nearest and nearest.get("distance") is not None else ""
+    )
+    shown = f"{p.get('nearest') or 'none'}{distance}; A/A floor " + (
+        f"{floor:.3g}" if floor is not None else "-"
+    )
+    table.add_row("  nearest reference", "", shown)
+    if p.get("method"):
+        same = {True: "bit-identical", False: "differ", None: "-"}[p.get("bit_identical")]
+        said = f"{p['method']}, {p.get('texts')} texts / {p.get('tokens')} tokens; repeats {same}"
+        table.add_row("  scored", "", said)

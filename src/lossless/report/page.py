@@ -32,6 +32,10 @@ td.text { text-align: left; white-space: normal; }
 .badge { display: inline-block; padding: 2px 10px; border-radius: 12px; font-weight: 700; color: #fff; }
 .equivalent { background: #2ca02c; } .different { background: #d62728; }
 .inconclusive { background: #c98a00; }
+.evident { background: #2ca02c; } .not-evident { background: #6b7588; }
+span.text { display: block; text-align: left; white-space: normal; max-width: 80ch; }
+td a { color: var(--accent); } table.claims th, table.claims td { text-align: left; }
+details > summary { cursor: pointer; color: var(--muted); margin: 8px 0 4px; }
 ul.tight { margin: 6px 0; padding-left: 20px; }
 .cols { display: flex; flex-wrap: wrap; gap: 28px; }
 svg.plot { background: #fff; font-family: inherit; }

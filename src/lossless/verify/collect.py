@@ -109,14 +109,18 @@ class Caller:
         generated and dropped: servers disagree on ``max_tokens: 0`` (llama.cpp reads it as no limit)."""
         if self.scoring is None or not text:
             return None
-        full = prefix + text
-        top = SCORING[self.scoring]
-        body = {"prompt": full, "echo": True, "logprobs": top, "max_tokens": 1, "temperature": 0}
+        lp = await self.echoed(prefix + text)
+        return _text_score(lp, len(prefix), len(prefix + text), SCORING[self.scoring]) if lp else None
+
+    async def echoed(self, prompt: str) -> dict[str, Any] | None:
+        """The logprobs object of ``prompt`` echoed and scored (plus one generated token), or None."""
+        if self.scoring is None:
+            return None
+        body = {"prompt": prompt, "echo": True, "logprobs": SCORING[self.scoring], "max_tokens": 1,
+                "temperature": 0}  # fmt: skip
         reply = await self.post(body, "/completions")
         lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
-        if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list):
-            return _text_score(lp, len(prefix), len(full), top)
-        return None
+        return lp if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list) else None
 
     async def next_token(self, prefix: str, first: str = "") -> Alternatives | None:
         """The endpoint's distribution after ``prefix`` (+ ``first``, one token): its likeliest tokens

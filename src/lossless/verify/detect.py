@@ -35,6 +35,9 @@ class Capabilities:
     tokens: bool  # token log-probabilities on sampled answers
     scoring: int | None  # index into collect.SCORING, None: no teacher-forced scores
     said: tuple[str, ...]  # one line per capability, for the result's notes
+    # index into SCORING where echo scores come back one token off (llama-cpp-python): each echoed
+    # position's alternatives are another position's, but the generated token's are right
+    late: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         top = None if self.scoring is None else SCORING[self.scoring]
@@ -63,14 +66,16 @@ async def detect(c: Caller) -> Capabilities:
     if not tokens:
         why = _why(with_lp) if not with_lp.ok else "none came back"
         said.append(f"no token log-probabilities ({why}): comparing characters")
-    scoring, why_not = await _scoring(c, extra)
+    scoring, why_not, late = await _scoring(c, extra)
     if why_not:
         said.append(f"cannot score text ({why_not}): no teacher-forced tests")
-    return Capabilities(sampler, tokens, scoring, tuple(f"{c.wire.endpoint.name}: {s}" for s in said))
+    named = tuple(f"{c.wire.endpoint.name}: {s}" for s in said)
+    return Capabilities(sampler, tokens, scoring, named, late)
 
 
-async def _scoring(c: Caller, extra: dict[str, Any]) -> tuple[int | None, str]:
-    """The first SCORING entry the endpoint takes and scores right with, or why none."""
+async def _scoring(c: Caller, extra: dict[str, Any]) -> tuple[int | None, str, int | None]:
+    """The first SCORING entry the endpoint takes and scores right with, or why none (and the entry
+    whose echo scores sit one token off, where that is why)."""
     why = "no echo with logprobs on /completions"
     for i, top in enumerate(SCORING):
         first = await _echo(c, PROBE, top, extra)
@@ -79,12 +84,12 @@ async def _scoring(c: Caller, extra: dict[str, Any]) -> tuple[int | None, str]:
             why = f"echo with logprobs: {_why(first)}" if not first.ok else why
             continue
         if not first.text.startswith(PROBE):
-            return None, "echo ignored"
+            return None, "echo ignored", None
         aligned = await _aligned(c, first.text[len(PROBE) :], top, extra)
         if aligned is False:
-            return None, "echoed log-probabilities sit one token off"
-        return i, ""
-    return None, why
+            return None, "echoed log-probabilities sit one token off", i
+        return i, "", None
+    return None, why, None
 
 
 async def _aligned(c: Caller, greedy: str, top: int, extra: dict[str, Any]) -> bool | None:
