@@ -11,30 +11,21 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import MARKS, chromium, watch
 from click.testing import CliRunner
 from scripted_server import ScriptedServer
 
 from lossless.cli import main
 from lossless.report.inspect_html import render
 
-CHROMIUM = Path("/usr/bin/chromium")
 FIXTURE = Path(__file__).parent / "inspect_embedded.json"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and not os.environ.get("CI"),
-        reason="needs /usr/bin/chromium (apt-get install chromium); never skipped when CI is set",
-    ),
-]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-        "--disable-component-update", "--disable-sync"]  # fmt: skip
+pytestmark = MARKS
 WORDS = ("not evident", "inconclusive", "evident")  # speculation, precision, identity: the real card's
 
 
@@ -63,30 +54,13 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(run_dir: Path) -> Iterator[Any]:
-    # after run_dir: playwright's sync API holds an event loop on this thread, and bench starts its own
-    if os.environ.get("CI"):
-        import playwright.sync_api as sync_api
-    else:
-        sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
-def _watch(page: Any) -> tuple[list[str], list[str]]:
-    errors: list[str] = []
-    requests: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("request", lambda r: requests.append(r.url))
-    return errors, requests
+    yield from chromium()
 
 
 @pytest.mark.parametrize("name", ["report.html", "bench.html"])
 def test_the_report_links_the_inspected_endpoint_to_its_card(browser: Any, run_dir: Path, name: str) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 500})
-    errors, requests = _watch(page)
+    errors, requests = watch(page)
     page.goto((run_dir / name).as_uri())
     row = page.locator("#inspected tbody tr")
     assert row.count() == 1  # the benched endpoint; the other card is of an endpoint not benched

@@ -9,30 +9,21 @@ playwright`; `playwright install` is not used, the system chromium is).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import MARKS, chromium, watch
 from click.testing import CliRunner
 from scripted_server import ScriptedServer
 from task_server import Behaviour, task_server, task_specs
 
 from lossless.cli import main
 
-CHROMIUM = Path("/usr/bin/chromium")
 FAKE_KEY = "sk-lossless-FAKE-7f3a9c2e1d"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and not os.environ.get("CI"),
-        reason="needs /usr/bin/chromium (apt-get install chromium); never skipped when CI is set",
-    ),
-]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-        "--disable-component-update", "--disable-sync"]  # fmt: skip
+pytestmark = MARKS
 # A 1.2 s gap in one prompt's stream: a stall for the timeline plot.
 STALL = {"steps": [[0.01, "content", 2]] * 3 + [[1.2, "content", 1]] + [[0.01, "content", 1]] * 3}
 
@@ -58,11 +49,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _load(page: Any, path: Path) -> tuple[list[str], list[str]]:
-    errors: list[str] = []
-    requests: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("request", lambda r: requests.append(r.url))
+    errors, requests = watch(page)
     page.goto(path.as_uri())
     page.wait_for_load_state("networkidle")
     return errors, requests
@@ -86,15 +73,7 @@ def tasks_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(run_dir: Path, tasks_page: Path) -> Iterator[Any]:
-    # after the runs: playwright's sync API holds an event loop on this thread; the commands start theirs
-    if os.environ.get("CI"):
-        import playwright.sync_api as sync_api
-    else:
-        sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
+    yield from chromium()
 
 
 def _check_plots(page: Any) -> int:
