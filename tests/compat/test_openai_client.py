@@ -3,8 +3,10 @@ serve`` (SmolLM2, n-gram speculative decoding), every answer parsed into the cli
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -57,6 +59,35 @@ def test_chat_stream_with_usage_equals_the_whole_answer(client: tuple[openai.Ope
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
     assert all(ch.usage is None for ch in chunks[:-1])
+
+
+def test_a_streamed_tool_call_accumulates_into_the_whole_one(client: tuple[openai.OpenAI, str]) -> None:
+    c, model = client
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 24}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    ask: dict[str, Any] = {
+        "model": model, "messages": [{"role": "user", "content": "Time in Paris?"}], "tools": [tool],
+        "tool_choice": "required", "max_tokens": 60, "temperature": 0,
+    }  # fmt: skip
+    whole = c.chat.completions.create(**ask).choices[0]
+    with c.chat.completions.stream(**ask) as events:
+        kinds = [event.type for event in events]
+        final = events.get_final_completion().choices[0]
+    assert kinds.count("tool_calls.function.arguments.delta") >= 2  # the arguments come as generated
+    (streamed,), (expected,) = final.message.tool_calls, whole.message.tool_calls
+    assert streamed.function.name == expected.function.name == "get_time"
+    assert json.loads(streamed.function.arguments) == json.loads(expected.function.arguments)
+    assert final.finish_reason == "tool_calls" == whole.finish_reason
 
 
 def test_completions_echo_scores_the_prompt(client: tuple[openai.OpenAI, str]) -> None:

@@ -74,17 +74,38 @@ def test_a_required_call_is_whole_and_valid(client: httpx.Client, seed: int) -> 
     jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
 
 
-def test_a_named_call_streams_as_one_tool_call_delta(client: httpx.Client) -> None:
-    body = {**ASK, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "forecast"}}}
+def test_a_streamed_call_is_a_name_delta_then_its_arguments_as_generated(client: httpx.Client) -> None:
+    body = {**ASK, "tools": TOOLS, "tool_choice": "required", "temperature": 1.0, "seed": 4}
     whole = client.post("/chat/completions", json=body).json()["choices"][0]
     with client.stream("POST", "/chat/completions", json={**body, "stream": True}) as r:
         chunks = sse(r)
     deltas = [c["choices"][0]["delta"] for c in chunks]
-    calls = [tc for d in deltas for tc in d.get("tool_calls", [])]
-    assert [c["function"]["name"] for c in calls] == ["forecast"] and calls[0]["index"] == 0
-    assert calls[0]["function"]["arguments"] == whole["message"]["tool_calls"][0]["function"]["arguments"]
-    assert not any(d.get("content") for d in deltas)  # no text chunk: the call was held until complete
+    first, *more = [tc for d in deltas for tc in d.get("tool_calls", [])]
+    (call,) = whole["message"]["tool_calls"]
+    assert first["index"] == 0 and first["id"].startswith("call_") and first["type"] == "function"
+    assert first["function"] == {"name": call["function"]["name"], "arguments": ""}
+    assert len(more) >= 2 and all(tc.keys() == {"index", "function"} and tc["index"] == 0 for tc in more)
+    arguments = "".join(tc["function"]["arguments"] for tc in more)
+    assert arguments.startswith("{") and arguments.endswith("}")  # not the call's own } nor its tag
+    assert json.loads(arguments) == json.loads(call["function"]["arguments"])
+    assert not any(d.get("content") for d in deltas)
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" == whole["finish_reason"]
+
+
+def test_the_openai_clients_stream_helper_accumulates_the_same_call(client: httpx.Client) -> None:
+    openai = pytest.importorskip("openai")
+    body = {**ASK, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "forecast"}}}
+    with openai.OpenAI(base_url=str(client.base_url), api_key="unused", max_retries=0, timeout=60) as c:
+        model = c.models.list().data[0].id
+        whole = c.chat.completions.create(model=model, **body).choices[0]
+        with c.chat.completions.stream(model=model, **body) as events:
+            kinds = [event.type for event in events]
+            final = events.get_final_completion().choices[0]
+    assert kinds.count("tool_calls.function.arguments.delta") >= 2
+    (streamed,), (expected,) = final.message.tool_calls, whole.message.tool_calls
+    assert streamed.id.startswith("call_") and streamed.function.name == expected.function.name == "forecast"
+    assert json.loads(streamed.function.arguments) == json.loads(expected.function.arguments)
+    assert final.finish_reason == "tool_calls" == whole.finish_reason
 
 
 def test_json_schema_answers_validate(client: httpx.Client) -> None:

@@ -7,8 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
-from lossless.server import tools
+from lossless.server import tools, toolstream
 from lossless.server.protocol import InvalidRequest, parse
 
 WEATHER = {
@@ -137,23 +138,116 @@ def test_with_calls_makes_an_openai_message() -> None:
     assert choice["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
 
 
-@pytest.mark.parametrize("step", [1, 3, 7, 1000])
-def test_call_stream_releases_text_at_once_and_calls_whole(step: int) -> None:
-    text = "Sure <tool an aside. " + CALL + "\n" + CALL.replace("Paris", "Oslo") + " done"
-    stream = tools.CallStream()
-    shown, calls = [], []
-    for i in range(0, len(text), step):
-        content, found = stream.feed(text[i : i + step])
+def stream_out(text: str, cuts: list[int], parallel: bool = True) -> tuple[str, list[dict[str, Any]]]:
+    """``text`` fed to a CallStream in pieces cut at ``cuts`` -> (the content, the calls as a client
+    accumulates them), checking the deltas' shape on the way: a first delta with id, type, name and
+    the arguments text generated with the name (often none), then only index and more arguments."""
+    stream = toolstream.CallStream(parallel)
+    shown: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
+        content, deltas = stream.feed(text[start:end])
         shown.append(content)
-        calls += found
+        for delta in deltas:
+            if "id" in delta:
+                assert delta["index"] == len(calls) and delta["type"] == "function"
+                assert delta["id"].startswith("call_") and delta["function"]["name"]
+                calls.append({"name": delta["function"]["name"], "arguments": delta["function"]["arguments"]})
+            else:
+                assert delta.keys() == {"index", "function"} and delta["function"].keys() == {"arguments"}
+                assert delta["function"]["arguments"] and delta["index"] == len(calls) - 1
+                calls[-1]["arguments"] += delta["function"]["arguments"]
     shown.append(stream.flush())
-    assert "".join(shown) == "Sure <tool an aside. \n done"
-    assert [json.loads(c.arguments)["city"] for c in calls] == ["Paris", "Oslo"]
-    single = tools.CallStream(parallel=False)
-    assert len(single.feed(text)[1]) == 1
+    return "".join(shown), calls
 
 
-def test_call_stream_gives_back_a_call_cut_short() -> None:
-    stream = tools.CallStream()
+ARGS = (
+    r'{"s": "a}b\"c{ ]", "u": "é\u00e9 ✓ 🌍", "n": {"x": [1, {"y": []}], "z": null}, "e": "\\", "f": -1.5e3}'
+)
+TRICKY = "<tool_call>\n" + '{"name": "lookup",  "arguments":' + ARGS + "}\n</tool_call>"
+TEXTS = {
+    "two calls and text": "Sure <tool an aside. " + CALL + "\n" + CALL.replace("Paris", "Oslo") + " done",
+    "tricky arguments": "Let me see.\n" + TRICKY + "\n\n",
+    "compact, no newlines": '<tool_call>{"name":"f","arguments":{"a":[{}]}}</tool_call>',
+    "arguments first": '<tool_call>\n{"arguments": {"a": 1}, "name": "f"}\n</tool_call>',
+    "arguments as a string": '<tool_call>\n{"name": "f", "arguments": "{\\"a\\": \\"}\\"}"}\n</tool_call>',
+    "no arguments": '<tool_call>\n{"name": "f", "id": 3}\n</tool_call>',
+    "not a call": "<tool_call>\nnot json\n</tool_call> and <tool_call>{}</tool_call>",
+}
+
+
+def split_everywhere(text: str) -> list[list[int]]:
+    return [[], list(range(1, len(text))), *[[i] for i in range(1, len(text))]]
+
+
+@pytest.mark.parametrize("name", TEXTS)
+def test_call_stream_matches_the_whole_answer_however_the_text_is_cut(name: str) -> None:
+    text = TEXTS[name]
+    content, calls = tools.split_calls(text)
+    whole = [{"name": c.name, "arguments": json.loads(c.arguments)} for c in calls]
+    for cuts in split_everywhere(text):
+        shown, streamed = stream_out(text, cuts)
+        assert [{**c, "arguments": json.loads(c["arguments"])} for c in streamed] == whole, cuts
+        assert shown.strip() == content.strip() if calls else shown == text
+
+
+def test_streamed_arguments_are_the_generated_text_up_to_the_objects_end() -> None:
+    for cuts in split_everywhere(TRICKY):
+        assert stream_out(TRICKY, cuts)[1] == [{"name": "lookup", "arguments": ARGS}]
+
+
+def test_a_call_goes_out_as_soon_as_its_name_is_known() -> None:
+    stream = toolstream.CallStream()
+    assert stream.feed('<tool_call>\n{"name": "get_weather"') == ("", [])
+    content, (first,) = stream.feed(", ")
+    assert content == "" and first["function"] == {"name": "get_weather", "arguments": ""}
+    assert stream.feed('"arguments": ')[1] == [] and stream.feed("")[1] == []
+    assert stream.feed('{"ci')[1] == [{"index": 0, "function": {"arguments": '{"ci'}}]
+    assert stream.feed('ty": "Pa')[1] == [{"index": 0, "function": {"arguments": 'ty": "Pa'}}]
+    assert stream.feed('ris"}}\n</tool_call>\n')[1] == [{"index": 0, "function": {"arguments": 'ris"}'}}]
+    assert stream.flush() == ""
+
+
+def test_parallel_false_sends_the_first_call_only() -> None:
+    text = TEXTS["two calls and text"]
+    for cuts in split_everywhere(text):
+        shown, calls = stream_out(text, cuts, parallel=False)
+        assert [json.loads(c["arguments"]) for c in calls] == [{"city": "Paris"}]
+        assert shown == "Sure <tool an aside. \n done"
+
+
+def test_call_stream_gives_back_a_call_cut_before_its_name() -> None:
+    stream = toolstream.CallStream()
     assert stream.feed(CALL[:30]) == ("", [])
     assert stream.flush() == CALL[:30]
+
+
+def test_a_call_cut_after_its_name_keeps_what_was_sent() -> None:
+    text = "Hm. " + TRICKY[:60]
+    for cuts in split_everywhere(text):
+        shown, calls = stream_out(text, cuts)
+        assert shown.strip() == "Hm." and calls == [
+            {"name": "lookup", "arguments": TRICKY[TRICKY.index(ARGS[:5]) : 60]}
+        ]
+
+
+def test_a_call_malformed_after_its_name_stays_a_call_and_drops_the_rest() -> None:
+    # the closing tag ends a call even inside a string, as it does for a whole answer
+    text = '<tool_call>\n{"name": "f", "arguments": {"a": "x}\n</tool_call> then text'
+    for cuts in split_everywhere(text):
+        shown, calls = stream_out(text, cuts)
+        assert shown == " then text" and calls == [{"name": "f", "arguments": '{"a": "x}\n'}]
+    assert tools.split_calls(text) == (text, [])  # the whole answer has no call: it is text
+    trailer = '<tool_call>{"name": "f", "arguments": {"a": 1}, "b": [}</tool_call>'
+    assert stream_out(trailer, [])[1] == [{"name": "f", "arguments": '{"a": 1}'}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(TEXTS)), st.lists(st.floats(0, 1), max_size=12))
+def test_call_stream_is_the_same_for_random_cuts(name: str, fractions: list[float]) -> None:
+    text = TEXTS[name]
+    cuts = sorted({int(f * len(text)) for f in fractions} - {0, len(text)})
+    # blanks next to a call may show or not, as the text comes: a whole answer strips them
+    shown, calls = stream_out(text, cuts)
+    whole_shown, whole_calls = stream_out(text, [])
+    assert shown.strip() == whole_shown.strip() and calls == whole_calls

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from lossless.engine.engine import Delta
-from lossless.server import bodies, tools
+from lossless.server import bodies, tools, toolstream
 from lossless.server.bodies import Head, LegacyLogprobs, Usage
 from lossless.server.protocol import ApiRequest
 from lossless.server.worker import EngineJob, Event, Failed, Finished, Scored, Started
@@ -82,7 +82,7 @@ class Collected:
     started: Started | None = None
     finished: Finished | None = None
     failed: Failed | None = None
-    calls: tools.CallStream | None = None  # a chat stream read for tool calls
+    calls: toolstream.CallStream | None = None  # a chat stream read for tool calls
 
     def add(self, event: Event) -> None:
         if isinstance(event, Started):
@@ -165,7 +165,7 @@ async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) 
     got = Collected(req, prompt_text)
     chat, usage_field = req.api == "chat", req.include_usage
     if req.structured is not None and req.structured.calls:
-        got.calls = tools.CallStream(req.structured.parallel)
+        got.calls = toolstream.CallStream(req.structured.parallel)
     if chat:
         yield bodies.sse(
             bodies.chat_chunk(head, {"role": "assistant", "content": ""}, with_usage=usage_field)
@@ -227,7 +227,9 @@ def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any] | N
     )
 
 
-def _call_chunk(got: Collected, calls: tools.CallStream, delta: Delta, head: Head) -> dict[str, Any] | None:
+def _call_chunk(
+    got: Collected, calls: toolstream.CallStream, delta: Delta, head: Head
+) -> dict[str, Any] | None:
     req = got.req
     finish: str | None = delta.finish_reason if delta.finish_reason != "cancelled" else None
     text, found = calls.feed(delta.text)
@@ -238,7 +240,7 @@ def _call_chunk(got: Collected, calls: tools.CallStream, delta: Delta, head: Hea
         return None
     content: dict[str, Any] = {"content": text} if text or (finish is None and not found) else {}
     if found:
-        content["tool_calls"] = [c.body(calls.calls - len(found) + i) for i, c in enumerate(found)]
+        content["tool_calls"] = found
     if finish == "stop" and calls.calls:
         finish = "tool_calls"
     return bodies.chat_chunk(

@@ -24,7 +24,9 @@ vocabulary. Policy:
   and changes nothing: the schema is always enforced.
 - ``parallel_tool_calls: false`` keeps the first call of an answer that holds several.
 - A call's arguments come back as a JSON string written by ``json.dumps``; its id is ``call_`` and
-  24 hex digits. A stream sends each call whole, in one chunk, once its closing tag is generated.
+  24 hex digits. A stream sends a call as it is generated (`toolstream`): a delta with its id and
+  name once ``{"name": "...",`` is written, then its arguments' JSON text as it comes; that text may
+  differ from ``json.dumps`` in spacing or escapes, never in the value it parses to.
 """
 
 from __future__ import annotations
@@ -281,7 +283,11 @@ def read_call(inner: str) -> ToolCall | None:
             return None
     if not isinstance(arguments, dict):
         return None
-    return ToolCall(value["name"], json.dumps(arguments, ensure_ascii=False), "call_" + uuid.uuid4().hex[:24])
+    return ToolCall(value["name"], json.dumps(arguments, ensure_ascii=False), new_id())
+
+
+def new_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
 
 
 def split_calls(text: str) -> tuple[str, list[ToolCall]]:
@@ -298,63 +304,6 @@ def split_calls(text: str) -> tuple[str, list[ToolCall]]:
         at = match.end()
     content.append(text[at:])
     return "".join(content).strip() if calls else text, calls
-
-
-class CallStream:
-    """Streamed text -> (content to send now, calls completed now). Text that may be the start of
-    ``<tool_call>`` is held until it is known; a call is released whole at its closing tag."""
-
-    def __init__(self, parallel: bool = True) -> None:
-        self.pending = ""  # held: a possible opening tag, or an open call
-        self.calls = 0  # calls released so far
-        self.parallel = parallel  # False: calls after the first are dropped
-        self.blanks = ""  # whitespace after a call, held: dropped if nothing else comes
-
-    def feed(self, text: str) -> tuple[str, list[ToolCall]]:
-        self.pending += text
-        shown: list[str] = []
-        calls: list[ToolCall] = []
-        while self.pending:
-            start = self.pending.find(OPEN)
-            if start < 0:
-                keep = _partial_tag(self.pending)
-                shown.append(self.pending[: len(self.pending) - keep])
-                self.pending = self.pending[len(self.pending) - keep :]
-                break
-            end = self.pending.find(CLOSE, start)
-            if end < 0:  # an open call: wait for the rest
-                shown.append(self.pending[:start])
-                self.pending = self.pending[start:]
-                break
-            call = read_call(self.pending[start + len(OPEN) : end])
-            before = self.pending[:start]
-            if call is None:  # not a call after all: the tags are content
-                shown.append(self.pending[: end + len(CLOSE)])
-            else:
-                shown.append(before)
-                if self.parallel or self.calls + len(calls) == 0:
-                    calls.append(call)
-            self.pending = self.pending[end + len(CLOSE) :]
-        self.calls += len(calls)
-        text_out = "".join(shown)
-        if self.calls and not text_out.strip():  # blanks after a call: content only if more text follows
-            self.blanks += text_out
-            return "", calls
-        text_out, self.blanks = self.blanks + text_out, ""
-        return text_out, calls
-
-    def flush(self) -> str:
-        """At the end: what is still held (a call cut by max_tokens) is content."""
-        rest, self.pending, self.blanks = self.blanks + self.pending, "", ""
-        return rest if rest.strip() or not self.calls else ""
-
-
-def _partial_tag(text: str) -> int:
-    """The length of the longest suffix of ``text`` that is a proper prefix of the opening tag."""
-    for n in range(min(len(text), len(OPEN) - 1), 0, -1):
-        if OPEN.startswith(text[-n:]):
-            return n
-    return 0
 
 
 def with_calls(body: dict[str, Any], structured: Structured) -> dict[str, Any]:
