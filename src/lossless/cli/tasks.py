@@ -29,7 +29,8 @@ PRICE = FiniteFloat(0, 1e9)
     "task_set",
     default=T.task_set,
     show_default=True,
-    help="humaneval, arithmetic, tools, or a task file (JSON Lines).",
+    help="humaneval, arithmetic, tools, bfcl-simple, bfcl-multiple, bfcl-irrelevance, or a task file (JSON "
+    "Lines).",
 )
 @click.option("--limit", default=None, type=click.IntRange(1), help="Only the first N tasks.")
 @click.option(
