@@ -67,15 +67,18 @@ def card(url: str, model: str, out: Path, name: str, budget: float) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="none,ngram,dspark,llama")
+    parser.add_argument("--configs", default="none,ngram,dspark,llama,llama-queued")
     parser.add_argument("--budget", type=float, default=600.0, help="inspect --budget per card")
     parser.add_argument("--out", type=Path, default=Path("inspect-under-load"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.configs.split(","):
         with ExitStack() as stack:
-            if name == "llama":
-                server = stack.enter_context(LlamaCppServer(Path(resolve(None))))
+            if name.startswith("llama"):
+                # llama-cpp-python cuts a running stream short when another request arrives, unless
+                # told not to: "llama" keeps its default, "llama-queued" queues them
+                extra = ["--interrupt_requests", "false"] if name == "llama-queued" else []
+                server = stack.enter_context(LlamaCppServer(Path(resolve(None)), extra=extra))
                 url, model = server.url, "smol"
             else:
                 proc, url = serve("--speculative", name)
