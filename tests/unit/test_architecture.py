@@ -130,3 +130,12 @@ def test_modules_and_functions_are_small() -> None:
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert too_long == []
+
+
+def test_test_modules_have_names_of_their_own() -> None:
+    # pytest imports test files by basename (no __init__.py): two of one name break the whole collection
+    tests = Path(__file__).parents[1]
+    seen: dict[str, list[str]] = {}
+    for path in tests.glob("*/test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}
