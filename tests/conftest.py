@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,6 +12,12 @@ from tiny_checkpoint import write_tiny_checkpoint
 
 if TYPE_CHECKING:
     from lossless.engine.engine import Engine
+
+# A suite started in the background without job control (`make test &`, nohup, some CI runners) inherits
+# SIGINT *ignored*, and so would every command a test starts: the tests that press Ctrl-C on bench and
+# serve would then see it do nothing. Python's own handler here makes the children start with the
+# default again (an ignored signal is inherited across exec, a handler is not).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
