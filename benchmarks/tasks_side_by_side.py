@@ -16,8 +16,11 @@ Three runs of ``lossless tasks``, greedy, each a pair (baseline first):
     llama     the ``tools`` set, ``--tool-choice auto`` (llama-cpp-python's ``chatml-function-calling``
               format calls tools under auto, answers ``required`` with a 500, and streams nothing at all when
               tools are given: a 200 with no event), not streamed, llama.cpp -> ours plain.
-Greedy, at most 160 output tokens per model call. Each run's table goes to DIR/<run>.txt, its result to
-DIR/<run>/tasks.json and its page to DIR/<run>.html; a summary is printed.
+    humaneval HumanEval's first N problems (``--humaneval-limit``, at most 384 tokens an answer), no tools:
+              llama.cpp -> ours plain, the same GGUF; llama.cpp is sent ``repeat_penalty: 1.0`` (its
+              default 1.1 changes even a greedy answer).
+Greedy, at most 160 output tokens per model call unless said. Each run's table goes to DIR/<run>.txt, its
+result to DIR/<run>/tasks.json and its page to DIR/<run>.html; a summary is printed.
 llama.cpp runs with one thread (with two on two shared cores its threads spin-wait: README, inspect).
 """
 
@@ -116,11 +119,17 @@ def serve(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit(f"lossless serve {' '.join(extra)} did not answer in 300 s")
 
 
-def tasks(name: str, endpoints: list[tuple[str, str, str]], out: Path, *flags: str) -> dict[str, Any]:
-    """``lossless tasks`` on (name, URL, model) endpoints, the first the baseline."""
+Endpoint = tuple[str, str, str]  # name, URL, model
+
+
+def tasks(name: str, endpoints: list[Endpoint], out: Path, *flags: str, body: str = "") -> dict[str, Any]:
+    """``lossless tasks`` on (name, URL, model) endpoints, the first the baseline (sent ``body``, a TOML
+    inline table, if given)."""
     toml = out / f"{name}.toml"
-    toml.write_text("".join(f'[[endpoint]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\n\n'
-                            for n, u, m in endpoints))  # fmt: skip
+    first = f"body = {body}\n" if body else ""
+    toml.write_text("".join(f'[[endpoint]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\n'
+                            + (first if i == 0 else "") + "\n"
+                            for i, (n, u, m) in enumerate(endpoints)))  # fmt: skip
     argv = [
         *LOSSLESS,
         "tasks",
@@ -157,7 +166,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bfcl-limit", type=int, default=100)
     parser.add_argument("--out", type=Path, default=Path("tasks-side-by-side"))
-    parser.add_argument("--runs", default="tools,bfcl,copy,llama")
+    parser.add_argument("--humaneval-limit", type=int, default=100)
+    parser.add_argument("--runs", default="tools,bfcl,copy,llama,humaneval")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs = args.runs.split(",")
@@ -186,6 +196,12 @@ def main() -> None:
                 pair = [("llama.cpp", llama.url, "smol"), ("plain", plain_url, MODEL)]
                 flags = ("--set", "tools", "--tool-choice", "auto", "--no-stream")
                 summary("llama", tasks("llama", pair, args.out, *flags))
+        if "humaneval" in runs:
+            with LlamaCppServer(Path(resolve(None)), logits_all=False) as llama:
+                pair = [("llama.cpp", llama.url, "smol"), ("plain", plain_url, MODEL)]
+                flags = ("--set", "humaneval", "--limit", str(args.humaneval_limit), "--max-tokens", "384")
+                doc = tasks("humaneval", pair, args.out, *flags, body="{ repeat_penalty = 1.0 }")
+                summary("humaneval", doc)
     finally:
         for p in (plain, spec):
             p.terminate()

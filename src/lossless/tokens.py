@@ -118,6 +118,12 @@ def fill_n_out(
     return out
 
 
+def find_counter(endpoint: Endpoint) -> tuple[str, TokenCounter] | None:
+    """The endpoint's own tokenizer (sources 2 and 3 above), as (its name, a counter); None if not found.
+    Blocking (a GGUF's tokenizer takes seconds to load): call it before measuring, or in a thread."""
+    return _found(endpoint, listed_models)
+
+
 def _found(
     endpoint: Endpoint, listed: Callable[[Endpoint], list[str]] | None
 ) -> tuple[str, TokenCounter] | None:

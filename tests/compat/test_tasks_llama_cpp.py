@@ -54,3 +54,20 @@ def test_the_agent_loop_runs_through_llama_cpp_tool_calls(
     # a call was made, its result went back as a tool turn, and the server answered that turn
     assert run["end"] != "error" and run["tool_calls"] >= 1 and run["steps"] == 2, run
     assert all(c["error_kind"] is None for c in run["calls"]), run["calls"]
+
+
+def test_answers_streamed_without_usage_are_counted_by_the_gguf_it_lists(
+    llama_tools: LlamaCppServer, smollm2_path: Path
+) -> None:
+    # llama.cpp streams no usage: the runner counts each answer's text with the tokenizer of the GGUF that
+    # /v1/models lists (found once, before any task), so output speed and the token budget still work
+    args = ["tasks", llama_tools.url, "--model", "smol", "--set", "arithmetic", "--limit", "2", "--json"]
+    args += ["--temperature", "0", "--max-tokens", "24", "--retries", "0"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    calls = [c for run in doc["runs"] for c in run["calls"]]
+    assert calls and all(c["n_out_source"] == f"tokenizer:{smollm2_path}" for c in calls), calls
+    assert all(0 < c["n_out"] <= 24 and c["n_in"] is None for c in calls), calls
+    assert all(run["usage_missing"] == 1 and run["cost_usd"] is None for run in doc["runs"]), doc["runs"]
+    assert doc["endpoints"][0]["output_speed"] is not None

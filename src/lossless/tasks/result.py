@@ -33,7 +33,8 @@ class ModelCall:
     n_cached: int | None
     tool_calls: int
     finish_reason: str | None
-    cost_usd: float | None
+    cost_usd: float | None  # from the usage the server reported (never from counted tokens)
+    n_out_source: str | None = None  # "usage", "tokenizer:<name>" (no usage: the answer's text counted)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class TaskRun:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int | None  # None: no answer said
-    usage_missing: int  # answered calls without usage: their tokens are not counted, nor priced
+    # answered calls without usage: not priced; their output tokens counted by the model's tokenizer where
+    # one was found (as bench counts them), else not counted
+    usage_missing: int
     task_s: float
     model_s: float
     ttft_s: float

@@ -31,6 +31,9 @@ from lossless.tasks.checkers import CheckResult, PythonTests, ToolCalls, check
 from lossless.tasks.result import ModelCall, TaskRun
 from lossless.tasks.task import Task
 from lossless.tasks.tools import ToolResult, arguments_valid
+from lossless.tokens import TokenCounter
+
+Counter = tuple[str, TokenCounter]  # (tokenizer's name, counter) for answers without usage
 
 REPAIR = "That answer did not pass the check: {reason}{details}\nFix it and reply again, in the same form."
 MAX_RETRY_WAIT_S = 60.0
@@ -81,6 +84,7 @@ class _Tally:
     """What one task has spent so far; becomes its TaskRun."""
 
     prices: Prices
+    counter: Counter | None = None
     calls: list[ModelCall] = field(default_factory=list)
     attempts: int = 0
     steps: int = 0  # answered model calls, all attempts
@@ -121,7 +125,7 @@ class _Tally:
             prompt_tokens=sum(c.n_in or 0 for c in self.calls),
             completion_tokens=sum(c.n_out or 0 for c in self.calls),
             cached_tokens=sum(cached) if cached else None,
-            usage_missing=sum(1 for c in answered if c.n_in is None and c.n_out is None),
+            usage_missing=sum(1 for c in answered if c.n_in is None and c.n_out_source != "usage"),
             task_s=task_s, model_s=self.parts["model"], ttft_s=self.parts["ttft"],
             generation_s=self.parts["generation"], tool_s=self.parts["tool"], retry_s=self.parts["retry"],
             check_s=self.parts["check"], cost_usd=inference + tool_cost if priced else None,
@@ -140,10 +144,17 @@ _END_WORDS = {
 
 
 async def run_task(
-    session: Session, endpoint: Endpoint, task: Task, sample: int, config: RunnerConfig, prices: Prices
+    session: Session,
+    endpoint: Endpoint,
+    task: Task,
+    sample: int,
+    config: RunnerConfig,
+    prices: Prices,
+    counter: Counter | None = None,
 ) -> TaskRun:
-    """One task, start to verdict; never raises for the endpoint's or the model's failures."""
-    tally = _Tally(prices)
+    """One task, start to verdict; never raises for the endpoint's or the model's failures. ``counter``
+    counts the output tokens of answers that come without usage."""
+    tally = _Tally(prices, counter)
     rng = random.Random(f"{config.seed}:{endpoint.name}:{task.id}:{sample}")  # retry jitter
     start = time.perf_counter()
     end, verdict = "time_limit", None
@@ -236,7 +247,7 @@ async def _call(
     """One model call, sent again after retryable failures; the answered Turn, or None."""
     for retry in range(config.retries + 1):
         turn = await chat_turn(session, body, config.call_timeout)
-        call = _model_call(turn, tally.step_in_attempt + 1, retry, tally.prices)
+        call = _model_call(turn, tally.step_in_attempt + 1, retry, tally.prices, tally.counter)
         tally.add(call)
         if turn.ok:
             tally.steps += 1
@@ -264,10 +275,15 @@ def backoff(turn: Turn, retry: int, base: float, rng: random.Random) -> float:
     return min(MAX_RETRY_WAIT_S, base * 2**retry) * (0.5 + rng.random())
 
 
-def _model_call(turn: Turn, step: int, retry: int, prices: Prices) -> ModelCall:
+def _model_call(turn: Turn, step: int, retry: int, prices: Prices, counter: Counter | None) -> ModelCall:
     usage = turn.usage or {}
     n_in, n_out = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
     n_cached = cached_tokens(turn.usage)
+    cost = prices.call(n_in, n_out, n_cached) if prices.any else None
+    source = "usage" if n_out is not None else None
+    if n_out is None and turn.ok and counter is not None and not turn.tool_calls:
+        # the whole text at once, as bench counts it (a call's argument text is not counted: left None)
+        n_out, source = counter[1](turn.reasoning) + counter[1](turn.text), f"tokenizer:{counter[0]}"
     e2e = (turn.end_ns - turn.sent_ns) / 1e9
     ttft = generation = speed = None
     if turn.ok:
@@ -275,10 +291,9 @@ def _model_call(turn: Turn, step: int, retry: int, prices: Prices) -> ModelCall:
         ttft = None if t.ttft is None else t.ttft / 1000
         generation = None if ttft is None else max(0.0, e2e - ttft)
         speed = t.speed
-    cost = prices.call(n_in, n_out, n_cached) if prices.any else None
     return ModelCall(
         step, retry, turn.error_kind, e2e, ttft, generation, speed, n_in, n_out, n_cached,
-        len(turn.tool_calls), turn.finish_reason, cost,
+        len(turn.tool_calls), turn.finish_reason, cost, source,
     )  # fmt: skip
 
 

@@ -12,15 +12,16 @@ from dataclasses import replace
 
 from lossless import endpoints as ep, provision
 from lossless.client.http import Session
-from lossless.client.wire import Wire
+from lossless.client.turn import chat_turn
 from lossless.endpoints import Endpoint, public_url
 from lossless.errors import EndpointError
 from lossless.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
-from lossless.tasks.runner import RunnerConfig, prices_of, run_task
+from lossless.tasks.runner import Counter, RunnerConfig, prices_of, run_task
 from lossless.tasks.sets import load_set
 from lossless.tasks.stats import compare, summarize
 from lossless.tasks.task import Task
+from lossless.tokens import find_counter
 
 
 async def run_endpoint(
@@ -32,15 +33,17 @@ async def run_endpoint(
     concurrency: int = 1,
     price_tool: float | None = None,
     connect_timeout: float = 10.0,
+    counter: Counter | None = None,
 ) -> list[TaskRun]:
-    """Every task ``samples`` times on one endpoint, ``concurrency`` at once, in task order."""
+    """Every task ``samples`` times on one endpoint, ``concurrency`` at once, in task order; ``counter``
+    counts the output tokens of answers without usage."""
     session = Session(endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), connect_timeout)
     gate = asyncio.Semaphore(concurrency)
     prices = prices_of(endpoint, price_tool)
 
     async def one(task: Task, sample: int) -> TaskRun:
         async with gate:
-            return await run_task(session, endpoint, task, sample, config, prices)
+            return await run_task(session, endpoint, task, sample, config, prices, counter)
 
     try:
         return list(await asyncio.gather(*(one(t, s) for t in tasks for s in range(samples))))
@@ -48,30 +51,47 @@ async def run_endpoint(
         await session.aclose()
 
 
-async def preflight(endpoint: Endpoint) -> None:
-    """One one-token chat request before any task: an endpoint that refuses it (a wrong model name, a
-    bad key, a path that is not a chat API) stops the run in one line, instead of every task ending in
-    the same error. A 429 or 5xx is left to the tasks' retries."""
-    async with Wire(endpoint, timeout_s=60.0) as wire:
-        reply = await wire.post({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
-    if 400 <= reply.status < 500 and reply.status != 429:
+async def preflight(endpoint: Endpoint, stream: bool = True) -> bool:
+    """One one-token chat request before any task, sent as the tasks' are (streamed or not): an endpoint
+    that refuses it (a wrong model name, a bad key, a path that is not a chat API) stops the run in one
+    line, instead of every task ending in the same error. A 429 or 5xx is left to the tasks' retries.
+    Returns whether an answer came without usage (llama.cpp streams none): then its tokenizer is wanted."""
+    session = Session(endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), 10.0)
+    body = {"model": endpoint.model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    try:
+        turn = await chat_turn(session, body | dict(endpoint.body), 60.0)
+    finally:
+        await session.aclose()
+    status = turn.status or 0
+    if 400 <= status < 500 and status != 429:
         where = f"{endpoint.name!r} ({public_url(endpoint.base_url)})"
-        why = f"HTTP {reply.status} {reply.error or ''}".strip()
+        why = f"HTTP {status} {turn.error or ''}".strip()
         raise EndpointError(f"endpoint {where} refused a one-token chat request: {why}")
+    return turn.ok and _int_field(turn.usage, "completion_tokens") is None
+
+
+def _int_field(usage: dict[str, object] | None, name: str) -> int | None:
+    value = (usage or {}).get(name)
+    return value if isinstance(value, int) else None
 
 
 async def run_all(
     endpoints: tuple[Endpoint, ...], tasks: tuple[Task, ...], options: TasksOptions
 ) -> TasksResult:
     config = runner_config(options)
+    counters: dict[str, Counter | None] = {}
     for endpoint in endpoints:
-        await preflight(endpoint)
+        no_usage = await preflight(endpoint, config.stream)
+        # found before any task runs, so that loading it (seconds) is in no task's time
+        counters[endpoint.name] = await asyncio.to_thread(find_counter, endpoint) if no_usage else None
     per: list[list[TaskRun]] = []
     for endpoint in endpoints:
         per.append(
             await run_endpoint(
                 endpoint, tasks, config, samples=options.samples, concurrency=options.concurrency,
-                price_tool=options.price_tool,
+                price_tool=options.price_tool, counter=counters[endpoint.name],
             )
         )  # fmt: skip
     summaries = tuple(
