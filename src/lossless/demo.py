@@ -89,7 +89,7 @@ def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
 
 
 def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
-    from lossless.report import verify as show
+    from lossless.report import files, verify as show
     from lossless.verify.result import VerifyConfig
     from lossless.verify.stage import verify
 
@@ -100,7 +100,7 @@ def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
     config = VerifyConfig(b, seed=options.seed, concurrency=1)
     with console.status("verifying (sampling both servers, then testing)", spinner="dots"):
         result = asyncio.run(verify(pair[0], pair[1], config))
-    show.write(result, options.out_dir)
+    files.emit_json(result, False, options.out_dir, "verify.json")
     show.render(result, console)
     return result.verdict
 

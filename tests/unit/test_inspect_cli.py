@@ -61,15 +61,18 @@ def _card() -> Card:
     return Card(endpoint, spec, who, None, 0, "max rounds", 0, 0.5, served=served)
 
 
-def test_a_card_with_nothing_measured_says_inconclusive_everywhere(tmp_path: Path) -> None:
+def test_a_card_with_nothing_measured_says_inconclusive_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = InspectResult((_card(),))
-    doc = json.loads(report.to_json(result))
+    report.emit(result, Console(file=io.StringIO()), True, tmp_path)  # --json and --out
+    doc = json.loads(capsys.readouterr().out)
     (card,) = doc["cards"]
     assert card["speculative_decoding"]["verdict"] == "inconclusive"
     assert card["speculative_decoding"]["ratios"][0]["ci95"] == [0.0, None]  # inf -> null
     assert card["precision"]["verdict"] == "inconclusive" and "not measured" in card["precision"]["note"]
     assert card["endpoint"]["base_url"] == "http://127.0.0.1:9/v1"  # no password, no query
-    assert json.loads(report.write(result, tmp_path).read_text()) == doc
+    assert json.loads((tmp_path / "inspect.json").read_text()) == doc
     out = io.StringIO()
     report.render(result.cards[0], Console(file=out, width=200))
     text = out.getvalue()

@@ -5,6 +5,7 @@ need escaping - and which bench endpoints a card links to."""
 from __future__ import annotations
 
 import copy
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -146,7 +147,7 @@ def _card() -> Card:
 
 
 def test_write_puts_the_page_beside_the_json(tmp_path: Path) -> None:
-    report.write(InspectResult((_card(),)), tmp_path)
+    report.emit(InspectResult((_card(),)), Console(file=io.StringIO()), False, tmp_path)
     doc = json.loads((tmp_path / "inspect.json").read_text())
     page = (tmp_path / "inspect.html").read_text()
     assert doc["cards"][0]["endpoint"]["name"] == "e" and 'id="card-e"' in page

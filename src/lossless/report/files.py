@@ -1,4 +1,5 @@
-"""The summary as JSON (stdout or summary.json) and CSV (one row per endpoint and load level)."""
+"""The summary as JSON (stdout or summary.json) and CSV (one row per endpoint and load level); every
+command's result as JSON, on stdout and in its file (``emit_json``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import io
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lossless.atomic import write_atomic
 
@@ -18,8 +19,23 @@ _HEAD = ("name", "load", "class", "ok", "failed", "cancelled", "attempts", "outp
          "requests_per_s", "goodput_requests_per_s", "cost_per_ok_request_usd", "errors")  # fmt: skip
 
 
+class Result(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 def to_json(summary: Summary) -> str:
     return strict_json(summary.as_dict())
+
+
+def emit_json(result: Result, as_json: bool, out_dir: Path | None, name: str) -> Path | None:
+    """A command's result as strict JSON, made once: printed on stdout under --json, and written
+    atomically as ``out_dir/name`` under --out (that path returned)."""
+    if not as_json and out_dir is None:
+        return None
+    text = strict_json(result.as_dict())
+    if as_json:
+        print(text, flush=True)
+    return None if out_dir is None else write_atomic(out_dir / name, text + "\n")
 
 
 def strict_json(obj: Any) -> str:

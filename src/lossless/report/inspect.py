@@ -13,7 +13,7 @@ from lossless.atomic import write_atomic
 from lossless.endpoints import public_url
 from lossless.inspect.stage import Card, InspectResult
 from lossless.report import inspect_html
-from lossless.report.files import strict_json
+from lossless.report.files import emit_json
 
 STYLE = {"evident": "green", "not evident": "red", "inconclusive": "yellow"}
 
@@ -23,21 +23,9 @@ def emit(result: InspectResult, console: Console, as_json: bool, out_dir: Path |
     under --out."""
     for c in result.cards:
         render(c, console)
-    if as_json:
-        print(to_json(result), flush=True)
-    if out_dir is not None:
-        write(result, out_dir)
-
-
-def to_json(result: InspectResult) -> str:
-    return strict_json(result.as_dict())
-
-
-def write(result: InspectResult, out_dir: Path) -> Path:
-    """inspect.json, and inspect.html beside it (a bench report in the folder links its cards)."""
-    path = write_atomic(out_dir / "inspect.json", to_json(result) + "\n")
-    write_atomic(out_dir / "inspect.html", inspect_html.render(result.as_dict()))
-    return path
+    emit_json(result, as_json, out_dir, "inspect.json")
+    if out_dir is not None:  # beside inspect.json: a bench report in the folder links its cards
+        write_atomic(out_dir / "inspect.html", inspect_html.render(result.as_dict()))
 
 
 def _word(verdict: str) -> str:

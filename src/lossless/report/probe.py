@@ -7,10 +7,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from lossless.atomic import write_atomic
 from lossless.endpoints import public_url
 from lossless.probe.stage import ProbeResult
-from lossless.report.files import strict_json
+from lossless.report.files import emit_json
 
 VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "unsupported": "dim"}
 
@@ -18,18 +17,7 @@ VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "u
 def emit(result: ProbeResult, console: Console, as_json: bool, out_dir: Path | None) -> None:
     """The table for people (stderr under --json), the JSON on stdout, probe.json under --out."""
     render(result, console)
-    if as_json:
-        print(to_json(result), flush=True)
-    if out_dir is not None:
-        write(result, out_dir)
-
-
-def to_json(result: ProbeResult) -> str:
-    return strict_json(result.as_dict())
-
-
-def write(result: ProbeResult, out_dir: Path) -> Path:
-    return write_atomic(out_dir / "probe.json", to_json(result) + "\n")
+    emit_json(result, as_json, out_dir, "probe.json")
 
 
 def render(result: ProbeResult, console: Console) -> None:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from lossless.atomic import write_atomic
 from lossless.report import svg
-from lossless.report.files import strict_json
+from lossless.report.files import emit_json
 from lossless.report.page import page, section, table
 from lossless.tasks.result import EndpointTasks, Interval, TasksComparison, TasksResult
 
@@ -27,20 +27,9 @@ def emit(
     """The tables for people (stderr under --json), the JSON on stdout, tasks.json under --out, the page
     under --html."""
     render(result, console)
-    if as_json:
-        print(to_json(result), flush=True)
-    if out_dir is not None:
-        write(result, out_dir)
+    emit_json(result, as_json, out_dir, "tasks.json")
     if html is not None:
         write_atomic(html, render_html(result))
-
-
-def to_json(result: TasksResult) -> str:
-    return strict_json(result.as_dict())
-
-
-def write(result: TasksResult, out_dir: Path) -> Path:
-    return write_atomic(out_dir / "tasks.json", to_json(result) + "\n")
 
 
 def render(result: TasksResult, console: Console) -> None:

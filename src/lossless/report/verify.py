@@ -12,7 +12,7 @@ from rich.table import Table
 from lossless.atomic import write_atomic
 from lossless.endpoints import public_url
 from lossless.report import svg
-from lossless.report.files import strict_json
+from lossless.report.files import emit_json
 from lossless.report.page import page, section, table
 from lossless.verify.result import VerifyResult
 from lossless.verify.stats import EFFECTS
@@ -27,20 +27,9 @@ def emit(
 ) -> None:
     """The table for people (stderr under --json), the JSON on stdout, verify.json, the HTML page."""
     render(result, console)
-    if as_json:
-        print(to_json(result), flush=True)
-    if out_dir is not None:
-        write(result, out_dir)
+    emit_json(result, as_json, out_dir, "verify.json")
     if html is not None:
         write_atomic(html, render_html(result.as_dict()))
-
-
-def to_json(result: VerifyResult) -> str:
-    return strict_json(result.as_dict())
-
-
-def write(result: VerifyResult, out_dir: Path) -> Path:
-    return write_atomic(out_dir / "verify.json", to_json(result) + "\n")
 
 
 def render(result: VerifyResult, console: Console) -> None:
