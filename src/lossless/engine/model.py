@@ -152,13 +152,17 @@ class Transformer(nn.Module):
     def compile_forward(self) -> None:
         """Run every forward but offline batches through torch.compile (inductor, code cached on disk).
         Shapes are dynamic in the tokens and the cache length, so a few graphs serve every position: one
-        token, several tokens (prefill, a chain of drafts), a tree. Each compiles at its first use."""
+        token, several tokens (prefill, a chain of drafts), a tree. Each compiles at its first use.
+
+        Inductor's C++ wrapper calls the graph's ~300 kernels (int4 matmuls, fused elementwise) from
+        compiled code instead of Python: one-token decoding 1.14x faster on 2 cores (51.3 against 45.1
+        tok/s, interleaved), for a longer first compile (a C++ file per graph; cached on disk after)."""
         import torch._dynamo.config
 
         # dynamo gives up on a function after 8 graphs, shared by every model in the process (a server
         # and its draft, a benchmark's several engines): past that it would run eagerly without a word
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        self._compiled = torch.compile(self._layers, dynamic=True)
+        self._compiled = torch.compile(self._layers, dynamic=True, options={"cpp_wrapper": True})
 
     def _layers(
         self,
