@@ -37,6 +37,7 @@ Counter = tuple[str, TokenCounter]  # (tokenizer's name, counter) for answers wi
 
 REPAIR = "That answer did not pass the check: {reason}{details}\nFix it and reply again, in the same form."
 MAX_RETRY_WAIT_S = 60.0
+STREAMED = {"stream": True, "stream_options": {"include_usage": True}}  # a streamed call's fields
 _PARTS = ("model", "ttft", "generation", "tool", "retry", "check")  # where a task's time went
 
 
@@ -237,7 +238,7 @@ def _body(
     if config.temperature is not None:
         body["temperature"] = config.temperature
     if config.stream:
-        body |= {"stream": True, "stream_options": {"include_usage": True}}
+        body |= STREAMED
     return body | dict(endpoint.body)  # the endpoint's own fields last, as bench merges them
 
 
@@ -276,8 +277,7 @@ def backoff(turn: Turn, retry: int, base: float, rng: random.Random) -> float:
 
 
 def _model_call(turn: Turn, step: int, retry: int, prices: Prices, counter: Counter | None) -> ModelCall:
-    usage = turn.usage or {}
-    n_in, n_out = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
+    n_in, n_out = usage_count(turn.usage, "prompt_tokens"), usage_count(turn.usage, "completion_tokens")
     n_cached = cached_tokens(turn.usage)
     cost = prices.call(n_in, n_out, n_cached) if prices.any else None
     source = "usage" if n_out is not None else None
@@ -309,7 +309,9 @@ def _record(turn: Turn, n_out: int | None) -> RequestRecord:
     )  # fmt: skip
 
 
-def _int(value: Any) -> int | None:
+def usage_count(usage: Mapping[str, Any] | None, name: str) -> int | None:
+    """A count the server's usage reports (None: not reported, or not an integer)."""
+    value = (usage or {}).get(name)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -17,7 +17,7 @@ from lossless.endpoints import Endpoint, public_url
 from lossless.errors import EndpointError
 from lossless.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
-from lossless.tasks.runner import Counter, RunnerConfig, prices_of, run_task
+from lossless.tasks.runner import STREAMED, Counter, RunnerConfig, prices_of, run_task, usage_count
 from lossless.tasks.sets import load_set
 from lossless.tasks.stats import compare, summarize
 from lossless.tasks.task import Task
@@ -59,7 +59,7 @@ async def preflight(endpoint: Endpoint, stream: bool = True) -> bool:
     session = Session(endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), 10.0)
     body = {"model": endpoint.model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
     if stream:
-        body |= {"stream": True, "stream_options": {"include_usage": True}}
+        body |= STREAMED
     try:
         turn = await chat_turn(session, body | dict(endpoint.body), 60.0)
     finally:
@@ -69,12 +69,7 @@ async def preflight(endpoint: Endpoint, stream: bool = True) -> bool:
         where = f"{endpoint.name!r} ({public_url(endpoint.base_url)})"
         why = f"HTTP {status} {turn.error or ''}".strip()
         raise EndpointError(f"endpoint {where} refused a one-token chat request: {why}")
-    return turn.ok and _int_field(turn.usage, "completion_tokens") is None
-
-
-def _int_field(usage: dict[str, object] | None, name: str) -> int | None:
-    value = (usage or {}).get(name)
-    return value if isinstance(value, int) else None
+    return turn.ok and usage_count(turn.usage, "completion_tokens") is None
 
 
 async def run_all(
