@@ -24,6 +24,7 @@ from lossless.analyze.summarize import attainment
 from lossless.atomic import atomic_path
 from lossless.capacity import Capacity, search
 from lossless.client.call import CallOptions
+from lossless.console import progress_bar
 from lossless.errors import EndpointError, UsageError
 from lossless.options import MAX_CONCURRENCY, BenchOptions
 from lossless.policies import Policy
@@ -301,21 +302,14 @@ def environment(started: float, event_loop: str) -> dict[str, Any]:
 
 @contextmanager
 def _progress(total: int | None) -> Iterator[OnRecord | None]:
-    """A progress bar on stderr while requests run; none when stderr is not a terminal (CI, pipes, files),
-    so logs stay clean. It redraws 4 times a second from its own thread, briefly holding the GIL."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield None
-        return
-    columns = (TextColumn("requests"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True, refresh_per_second=4) as bar:
-        task = bar.add_task("requests", total=total)
+    """A progress bar of requests on stderr (none when stderr is not a terminal)."""
+    with progress_bar("requests", total) as advance:
+        if advance is None:
+            yield None
+            return
 
         def on_record(record: RequestRecord) -> None:
             if not record.retried:  # a retried attempt is followed by another of the same request
-                bar.advance(task)
+                advance()
 
         yield on_record

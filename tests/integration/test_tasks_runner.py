@@ -127,6 +127,24 @@ def test_the_tasks_command_writes_its_result_and_pairs_two_endpoints(tmp_path: P
     assert "task time" in result.stderr and len(data["runs"]) == 12
 
 
+def test_a_progress_bar_counts_the_tasks_on_a_terminal_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in task_specs(3, 0.0)))
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    with task_server(Behaviour(ttft_s=0.001, tpot_s=0.001, tokens=3), seed=0) as (url, _):
+        args = [url, "--model", "m", "--set", str(path)]
+        logged = CliRunner().invoke(tasks_command, args)
+        monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: draw as on a terminal
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        shown = CliRunner().invoke(tasks_command, args)
+    assert logged.exit_code == shown.exit_code == 0, logged.output + shown.output
+    assert "tasks on" not in logged.stderr  # a log or a pipe stays clean
+    assert "tasks on" in shown.stderr and "3/3" in shown.stderr
+
+
 def test_bad_flags_fail_in_one_line() -> None:
     result = CliRunner().invoke(tasks_command, ["http://127.0.0.1:9/v1", "--set", "arithmetic"])
     assert result.exit_code == 2 and result.stderr.strip() == "error: --model is required with endpoint URLs"

@@ -8,11 +8,13 @@ Endpoints run one after another, so that one's load never slows another's tasks;
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 
 from lossless import endpoints as ep, provision
 from lossless.client.http import Session
 from lossless.client.turn import chat_turn
+from lossless.console import progress_bar
 from lossless.endpoints import Endpoint, public_url
 from lossless.errors import EndpointError
 from lossless.options import TasksOptions
@@ -34,16 +36,20 @@ async def run_endpoint(
     price_tool: float | None = None,
     connect_timeout: float = 10.0,
     counter: Counter | None = None,
+    on_done: Callable[[], None] | None = None,
 ) -> list[TaskRun]:
     """Every task ``samples`` times on one endpoint, ``concurrency`` at once, in task order; ``counter``
-    counts the output tokens of answers without usage."""
+    counts the output tokens of answers without usage; ``on_done`` is called as each run ends."""
     session = Session(endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), connect_timeout)
     gate = asyncio.Semaphore(concurrency)
     prices = prices_of(endpoint, price_tool)
 
     async def one(task: Task, sample: int) -> TaskRun:
         async with gate:
-            return await run_task(session, endpoint, task, sample, config, prices, counter)
+            done = await run_task(session, endpoint, task, sample, config, prices, counter)
+        if on_done is not None:
+            on_done()
+        return done
 
     try:
         return list(await asyncio.gather(*(one(t, s) for t in tasks for s in range(samples))))
@@ -83,12 +89,13 @@ async def run_all(
         counters[endpoint.name] = await asyncio.to_thread(find_counter, endpoint) if no_usage else None
     per: list[list[TaskRun]] = []
     for endpoint in endpoints:
-        per.append(
-            await run_endpoint(
-                endpoint, tasks, config, samples=options.samples, concurrency=options.concurrency,
-                price_tool=options.price_tool, counter=counters[endpoint.name],
-            )
-        )  # fmt: skip
+        with progress_bar(f"tasks on {endpoint.name}", len(tasks) * options.samples) as advance:
+            per.append(
+                await run_endpoint(
+                    endpoint, tasks, config, samples=options.samples, concurrency=options.concurrency,
+                    price_tool=options.price_tool, counter=counters[endpoint.name], on_done=advance,
+                )
+            )  # fmt: skip
     summaries = tuple(
         summarize(e, runs, options.samples, options.seed) for e, runs in zip(endpoints, per, strict=True)
     )
