@@ -63,7 +63,7 @@ def resolve_dtype(name: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str
         if name == "int4":
             return name, "int4 weights (the file's Q4_0 / Q4_1 blocks, bfloat16 activations), as asked"
         return name, f"{name} weights, as asked"
-    native = sorted(_cpu_flags(cpuinfo) & _NATIVE_BF16)
+    native = native_bfloat16(cpuinfo)
     if native:
         return (
             "bfloat16",
@@ -73,6 +73,11 @@ def resolve_dtype(name: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str
         "float32",
         "float32 weights (auto): this CPU has no bfloat16 instructions, bfloat16 would be slower",
     )
+
+
+def native_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
+    """The CPU's bfloat16 instructions (none: a bfloat16 matmul over many tokens is slow, see above)."""
+    return sorted(_cpu_flags(cpuinfo) & _NATIVE_BF16)
 
 
 def _cpu_flags(cpuinfo: Path) -> set[str]:

@@ -25,7 +25,7 @@ from lossless.config import parse_drafter_spec
 from lossless.engine.drafts import ModelDrafter
 from lossless.engine.engine import Engine
 from lossless.engine.gguf import dequantize, q4_weight
-from lossless.engine.quant import Int4Linear, use_int4
+from lossless.engine.quant import Int4Linear, Int4Weight, use_int4
 from lossless.engine.sampling import SamplingParams
 from lossless.errors import UsageError
 
@@ -91,9 +91,46 @@ def test_int4_needs_q4_blocks(tiny_checkpoint: Path, tmp_path: Path) -> None:
         Engine.load(write_gguf(tiny_checkpoint, tmp_path / "f32.gguf"), dtype="int4")
 
 
-def test_int4_greedy_speculative_equals_plain(q4_gguf: Path) -> None:
-    """Every draft verified in one forward over several tokens, against one-token steps: the same tokens."""
-    target = Engine.load(q4_gguf, dtype="int4")
+def test_prompts_in_float32_fill_the_cache_that_int4_decoding_reads(q4_gguf: Path) -> None:
+    """The float32 prompt twin holds the weights the int4 kernel computes with, writes the int4 model's own
+    (bfloat16) cache, and its prompt is nearer float32's than the bfloat16 path's; decoding then reads it."""
+    wide, narrow = (Engine.load(q4_gguf, dtype="int4", float32_prompts=f) for f in (True, False))
+    dense = Engine.load(q4_gguf, dtype="float32")
+    assert (wide.prompt_dtype, narrow.prompt_dtype) == (
+        "float32",
+        "int4",
+    ) and narrow.model.prompt_model is None
+    twin = wide.model.prompt_model
+    assert twin is not None and twin.output.weight.dtype == torch.float32
+    int4 = int4_weight_of(q4_gguf, "layers.0.feed_forward.w2")
+    assert torch.equal(twin.layers[0].feed_forward.w2.weight, int4.dense(torch.float32))
+    ids = wide.encode("Hello, world! How are you today? I am fine, thank you.")
+    x, pos = torch.tensor([ids]), torch.arange(len(ids))
+    with torch.inference_mode():
+        want = dense.model(x, pos, prompt=True)[0]  # float32 weights and activations: no twin, itself
+        got = wide.model(x, pos, prompt=True)[0]
+        cache = wide.model.layers[1].attention.kv_cache
+        assert got.dtype == cache.k.dtype == torch.bfloat16
+        assert twin.layers[1].attention.kv_cache is cache and bool(cache.k[0, :, : len(ids)].abs().sum() > 0)
+        bf16 = narrow.model(x, pos, prompt=True)[0]
+    assert (got.float() - want).abs().max() < (bf16.float() - want).abs().max()
+    # decoding after either prompt: the same greedy tokens (the prompts' roundings are far below the gaps)
+    params = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
+    texts = [[t for d in e.generate(ids, params) for t in d.token_ids] for e in (wide, narrow)]
+    assert texts[0] == texts[1]
+
+
+def int4_weight_of(path: Path, name: str) -> Int4Weight:
+    from lossless.engine.gguf import load_gguf
+
+    return load_gguf(path, torch.bfloat16, int4=True).int4[name]
+
+
+@pytest.mark.parametrize("float32_prompts", [True, False])
+def test_int4_greedy_speculative_equals_plain(q4_gguf: Path, float32_prompts: bool) -> None:
+    """Every draft verified in one forward over several tokens, against one-token steps: the same tokens,
+    with the prompt processed in float32 or in the decoding's own numerics."""
+    target = Engine.load(q4_gguf, dtype="int4", float32_prompts=float32_prompts)
     prompt = target.encode("def main():\n    return 42\ndef main():\n    return 42\ndef")
     params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
     plain = [t for d in target.generate(prompt, params) for t in d.token_ids]

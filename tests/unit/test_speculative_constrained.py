@@ -57,7 +57,9 @@ class TreeBigram(Bigram):
     """The bigram verifying a tree: a node's logits depend on its own token alone, so the tree's
     attention mask changes nothing, and there is no cache to move."""
 
-    def forward(self, tokens: Tensor, input_pos: Tensor | None, return_hidden: bool = False, tree=None):  # type: ignore[no-untyped-def]
+    def forward(
+        self, tokens: Tensor, input_pos: Tensor | None, return_hidden: bool = False, tree=None, prompt=False
+    ):  # type: ignore[no-untyped-def]
         return super().forward(tokens, input_pos, return_hidden)
 
     def keep(self, slots: list[int], start: int) -> None:

@@ -49,7 +49,9 @@ class Bigram(torch.nn.Module):
         self.table = table  # [V, V]
         self.max_seq_len = 64
 
-    def forward(self, tokens: Tensor, input_pos: Tensor | None, return_hidden: bool = False) -> Tensor:
+    def forward(
+        self, tokens: Tensor, input_pos: Tensor | None, return_hidden: bool = False, prompt: bool = False
+    ) -> Tensor:
         hidden = torch.nn.functional.one_hot(tokens, V).to(self.table.dtype)  # [1, T] -> [1, T, V]
         return hidden if return_hidden else self.output(hidden)
 

@@ -156,7 +156,7 @@ class ModelDrafter:
         # new: T tokens at positions start.. -> the logits after the last one: [V]
         with torch.inference_mode():
             pos = torch.arange(start, start + len(new))
-            return self.model(torch.tensor([new]), pos)[0, -1]
+            return self.model(torch.tensor([new]), pos, prompt=start == 0)[0, -1]
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DrafterSpec
+from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DrafterSpec, native_bfloat16
 from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
 from lossless.engine.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
 from lossless.engine.sampling import SamplingParams, make_generator
@@ -27,6 +27,9 @@ from lossless.engine.speculative import Drafter, SpecStats, speculative_decode
 from lossless.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
+    from lossless.engine.config import ModelArgs
     from lossless.engine.hf import Checkpoint
     from lossless.engine.model import Transformer
     from lossless.engine.tokenizer import Tokenizer
@@ -74,15 +77,24 @@ class Engine:
     max_context: int  # prompt + generated tokens at most
 
     def __init__(
-        self, checkpoint: Checkpoint, *, name: str | None = None, max_context: int | None = None
+        self,
+        checkpoint: Checkpoint,
+        *,
+        name: str | None = None,
+        max_context: int | None = None,
+        float32_prompts: bool | None = None,
     ) -> None:
-        self.model = build_model(checkpoint, max_context)
+        if float32_prompts is None:  # bfloat16 matmuls over many tokens are slow without the instructions
+            float32_prompts = not native_bfloat16()
+        self.model = build_model(checkpoint, max_context, float32_prompts)
         self.tokenizer: Tokenizer = checkpoint.tokenizer
         self.args = checkpoint.args
         self.name = name or checkpoint.name
         self.max_context = self.model.max_seq_len
-        # the served numerics: the weights' dtype, or int4 (the file's 4-bit blocks, bfloat16 activations)
+        # the served numerics: the weights' dtype, or int4 (the file's 4-bit blocks, bfloat16 activations),
+        # and the dtype prompts are processed in (float32 where bfloat16 would be slow, `build_model`)
         self.dtype = "int4" if checkpoint.int4 else str(self.model.output.weight.dtype).removeprefix("torch.")
+        self.prompt_dtype = "float32" if self.model.prompt_model is not None else self.dtype
         self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
         self.drafter: Drafter | None = None
         self.lock = ModelLock()  # guards the model's KV cache; shared with every `with_drafter` copy
@@ -100,8 +112,17 @@ class Engine:
         return other
 
     @classmethod
-    def load(cls, path: Path, *, dtype: str = "float32", max_context: int | None = None) -> Engine:
-        """A ``*.gguf`` file or a Hugging Face directory -> Engine; a bad checkpoint -> CheckpointError."""
+    def load(
+        cls,
+        path: Path,
+        *,
+        dtype: str = "float32",
+        max_context: int | None = None,
+        float32_prompts: bool | None = None,
+    ) -> Engine:
+        """A ``*.gguf`` file or a Hugging Face directory -> Engine; a bad checkpoint -> CheckpointError.
+        ``float32_prompts``: process prompts of bfloat16 or int4 weights in float32 (None: where this CPU
+        has no bfloat16 instructions)."""
         import torch
 
         from lossless.models import EMBEDDED
@@ -131,7 +152,9 @@ class Engine:
         else:
             raise CheckpointError(f"{path.name}: expected a .gguf file or a Hugging Face model directory")
         embedded = {m.filename: m.name for m in EMBEDDED.values()}
-        return cls(checkpoint, name=embedded.get(path.name), max_context=max_context)
+        return cls(
+            checkpoint, name=embedded.get(path.name), max_context=max_context, float32_prompts=float32_prompts
+        )
 
     def compile(self) -> float:
         """Compile the model's forward passes (and its draft model's) and make the graphs this engine
@@ -225,31 +248,47 @@ class Engine:
             raise UsageError(f"token id {bad[0]} outside the vocabulary (0..{self.args.vocab_size - 1})")
 
 
-def build_model(checkpoint: Checkpoint, max_context: int | None = None) -> Transformer:
-    """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions."""
+def build_model(
+    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool = False
+) -> Transformer:
+    """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions.
+    ``float32_prompts``: a bfloat16 or int4 model also gets a float32 twin of its weights (the int4
+    layers' as the kernel computes them) to process prompts with (`Transformer.process_prompts_with`)."""
     import torch
 
-    from lossless.engine.model import Transformer
-
-    with torch.device("meta"):
-        model = Transformer(checkpoint.args)  # no memory, no random init: the weights come next
     weights = dict(checkpoint.weights)
-    if checkpoint.args.tie_embeddings:
-        weights["output.weight"] = weights["tok_embeddings.weight"]
-    model.load_state_dict(weights, strict=True, assign=True)
-    if checkpoint.args.tie_embeddings:
-        model.output.weight = model.tok_embeddings.weight  # assign=True made two parameters: tie again
+    model = _holding(checkpoint.args, weights)
     if checkpoint.int4:
         from lossless.engine.quant import use_int4
 
         use_int4(model, checkpoint.int4)
     model.setup_cache(max_context)
+    if float32_prompts and model.output.weight.dtype == torch.bfloat16:
+        wide = {name: w.float() for name, w in weights.items()}
+        wide |= {f"{name}.weight": w.dense(torch.float32) for name, w in checkpoint.int4.items()}
+        model.process_prompts_with(_holding(checkpoint.args, wide).eval())
     return model.eval()
+
+
+def _holding(args: ModelArgs, weights: dict[str, Tensor]) -> Transformer:
+    import torch
+
+    from lossless.engine.model import Transformer
+
+    with torch.device("meta"):
+        model = Transformer(args)  # no memory, no random init: the weights come next
+    if args.tie_embeddings:
+        weights = weights | {"output.weight": weights["tok_embeddings.weight"]}
+    model.load_state_dict(weights, strict=True, assign=True)
+    if args.tie_embeddings:
+        model.output.weight = model.tok_embeddings.weight  # assign=True made two parameters: tie again
+    return model
 
 
 def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
     """The drafter a spec names, for ``target``; None for plain decoding. A draft checkpoint is
-    loaded like the target (same dtype, same context) and refused unless it shares the tokenizer."""
+    loaded like the target (same dtype, context and prompt dtype) and refused unless it shares the
+    tokenizer."""
     if spec.kind == "none":
         return None
     if spec.kind == "ngram":
@@ -265,12 +304,15 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         )
         return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=spec.tree)
     assert spec.path is not None
+    wide = target.model.prompt_model is not None
     try:
-        draft = Engine.load(spec.path, dtype=target.dtype, max_context=target.max_context)
+        draft = Engine.load(
+            spec.path, dtype=target.dtype, max_context=target.max_context, float32_prompts=wide
+        )
     except UsageError:  # an int4 target's draft without Q4 blocks: the same activations, dense weights
         if target.dtype != "int4":
             raise
-        draft = Engine.load(spec.path, dtype="bfloat16", max_context=target.max_context)
+        draft = Engine.load(spec.path, dtype="bfloat16", max_context=target.max_context, float32_prompts=wide)
     vocab = [
         [tok.token_bytes(i) for i in range(tok.vocab_size)] for tok in (target.tokenizer, draft.tokenizer)
     ]

@@ -59,7 +59,7 @@ def prefill(model: Transformer, tokens: list[int], start_pos: int = 0) -> Tensor
     """Run ``tokens`` at positions start_pos.. into the KV cache -> the last position's logits [V]."""
     x = torch.tensor([tokens], dtype=torch.long)  # [1, T]
     pos = torch.arange(start_pos, start_pos + len(tokens))  # [T]
-    hidden = model(x, pos, return_hidden=True)  # [1, T, dim]
+    hidden = model(x, pos, return_hidden=True, prompt=True)  # [1, T, dim]
     # only the last position is sampled from: skip the vocabulary matmul for the others
     return model.output(hidden[0, -1]).float()  # [V]
 
@@ -208,7 +208,8 @@ def token_logprob(logits: Tensor, token: int, top: int, tokenizer: Tokenizer) ->
 def score_tokens(
     model: Transformer, ids: list[int], top: int, tokenizer: Tokenizer
 ) -> list[TokenLogprob | None]:
-    """Teacher forcing: log p(ids[i] | ids[:i]) for every i > 0, from one forward pass over ``ids``."""
+    """Teacher forcing: log p(ids[i] | ids[:i]) for every i > 0, from one forward pass over ``ids`` in the
+    model's own numerics (those every generated token but the first is drawn from), never a prompt twin's."""
     x = torch.tensor([ids], dtype=torch.long)  # [1, T]
     hidden = model(x, torch.arange(len(ids)), return_hidden=True)[0]  # [T, dim]
     out: list[TokenLogprob | None] = [None]

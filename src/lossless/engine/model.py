@@ -33,9 +33,10 @@ class KVCache(nn.Module):
 
     def update(self, input_pos: Tensor, k: Tensor, v: Tensor, length: int) -> tuple[Tensor, Tensor]:
         # input_pos: [T]; k, v: [B, Hkv, T, D] -> the cache's first `length` positions: [B, Hkv, length, D]
-        self.k[:, :, input_pos] = k
-        self.v[:, :, input_pos] = v
-        return self.k[:, :, :length], self.v[:, :, :length]
+        # k, v may be wider than the cache (a float32 prompt twin's): stored rounded, read back as k's dtype
+        self.k[:, :, input_pos] = k.to(self.k.dtype)
+        self.v[:, :, input_pos] = v.to(self.v.dtype)
+        return self.k[:, :, :length].to(k.dtype), self.v[:, :, :length].to(k.dtype)
 
 
 class Attention(nn.Module):
@@ -108,6 +109,7 @@ class Transformer(nn.Module):
         if args.tie_embeddings:
             self.output.weight = self.tok_embeddings.weight
         self.max_seq_len = 0
+        self.prompt_model: Transformer | None = None  # processes prompts when set (`process_prompts_with`)
         self._compiled: Callable[..., Tensor] = self._layers  # eager until `compile`
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
@@ -117,10 +119,25 @@ class Transformer(nn.Module):
         (the server decodes one sequence; batches are for offline work such as draft training data)."""
         n = min(max_seq_len or self.args.max_seq_len, self.args.max_seq_len)
         dtype, device = self.output.weight.dtype, self.output.weight.device
-        self.max_seq_len = n
         for block in self.layers:
             cache = KVCache(self.args.n_kv_heads, self.args.head_dim, n, dtype, batch).to(device)
             block.attention.kv_cache = cache  # type: ignore[union-attr]
+        self._set_positions(n)
+
+    def process_prompts_with(self, twin: Transformer) -> None:
+        """Prompts (``forward(..., prompt=True)``) run through ``twin`` from now on: the same weights in a
+        wider dtype (float32 for bfloat16 or int4 weights on a CPU without bfloat16 instructions, where
+        a bfloat16 matmul over many tokens is several times slower). It writes this model's KV cache, its
+        keys and values rounded to the cache's dtype; its last hidden states are rounded to this model's
+        dtype, so the output layer and everything after the prompt run as before."""
+        for mine, theirs in zip(self.layers, twin.layers, strict=True):
+            theirs.attention.kv_cache = mine.attention.kv_cache  # type: ignore[union-attr]
+        twin._set_positions(self.max_seq_len)
+        self.prompt_model = twin
+
+    def _set_positions(self, n: int) -> None:
+        dtype, device = self.output.weight.dtype, self.output.weight.device
+        self.max_seq_len = n
         cos, sin = rope_tables(self.args.head_dim, n, self.args.rope_theta)
         self.rope_cos, self.rope_sin = cos.to(device, dtype), sin.to(device, dtype)
 
@@ -131,8 +148,11 @@ class Transformer(nn.Module):
         return_hidden: bool = False,
         pad: Tensor | None = None,
         tree: Tensor | None = None,
+        prompt: bool = False,
     ) -> Tensor:
         """tokens: [B, T] at positions input_pos: [T] -> logits [B, T, V] (or final hidden [B, T, dim]).
+
+        ``prompt``: the tokens are a request's prompt, run through the prompt model if one is set.
 
         ``pad`` [B]: row b's first pad[b] positions are left padding that no query may see (a batch of
         prompts of different lengths; RoPE is relative, so the shift changes nothing else).
@@ -143,6 +163,11 @@ class Transformer(nn.Module):
         i is the continuation of its path alone. `keep` moves one path's entries into place afterwards.
         """
         assert self.max_seq_len > 0, "call setup_cache() first"
+        if prompt and self.prompt_model is not None:
+            hidden = self.prompt_model(tokens, input_pos, return_hidden=True, pad=pad).to(
+                self.output.weight.dtype
+            )
+            return hidden if return_hidden else self.output(hidden)
         length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
         if pad is not None:  # offline batches only: never compiled
             return self._layers(tokens, input_pos, length, return_hidden, pad, tree, 0)

@@ -97,7 +97,9 @@ class CausalLM(Protocol):
 
     max_seq_len: int  # KV cache positions
 
-    def __call__(self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False) -> Tensor: ...
+    def __call__(
+        self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False, *, prompt: bool = False
+    ) -> Tensor: ...  # prompt: the tokens are the request's prompt (a model may process those apart)
 
     def output(self, hidden: Tensor) -> Tensor: ...  # final hidden [..., dim] -> logits [..., V]
 
@@ -106,7 +108,13 @@ class TreeLM(CausalLM, Protocol):
     """A target that can verify a tree of drafts in one forward (`model.Transformer`)."""
 
     def __call__(
-        self, tokens: Tensor, input_pos: Tensor, return_hidden: bool = False, tree: Tensor | None = None
+        self,
+        tokens: Tensor,
+        input_pos: Tensor,
+        return_hidden: bool = False,
+        *,
+        prompt: bool = False,
+        tree: Tensor | None = None,
     ) -> Tensor: ...
 
     def keep(self, slots: list[int], start: int) -> None: ...
@@ -226,7 +234,7 @@ def speculative_decode(
         return
     drafter.begin(prompt_ids)
     with torch.inference_mode():
-        hidden = model(torch.tensor([tokens]), torch.arange(len(tokens)), return_hidden=True)[0]  # [T, dim]
+        hidden = model(torch.tensor([tokens]), torch.arange(len(tokens)), return_hidden=True, prompt=True)[0]
         logits = model.output(hidden[-1])  # [V]: the prompt's other positions need no vocabulary matmul
     if constraint is not None:
         logits = constraint.mask(logits)
