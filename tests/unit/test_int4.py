@@ -96,10 +96,8 @@ def test_prompts_in_float32_fill_the_cache_that_int4_decoding_reads(q4_gguf: Pat
     (bfloat16) cache, and its prompt is nearer float32's than the bfloat16 path's; decoding then reads it."""
     wide, narrow = (Engine.load(q4_gguf, dtype="int4", float32_prompts=f) for f in (True, False))
     dense = Engine.load(q4_gguf, dtype="float32")
-    assert (wide.prompt_dtype, narrow.prompt_dtype) == (
-        "float32",
-        "int4",
-    ) and narrow.model.prompt_model is None
+    assert (wide.prompt_dtype, narrow.prompt_dtype) == ("float32", "int4")
+    assert narrow.model.prompt_model is None
     twin = wide.model.prompt_model
     assert twin is not None and twin.output.weight.dtype == torch.float32
     int4 = int4_weight_of(q4_gguf, "layers.0.feed_forward.w2")
