@@ -264,8 +264,8 @@ def build_model(
         use_int4(model, checkpoint.int4)
     model.setup_cache(max_context)
     if float32_prompts and model.output.weight.dtype == torch.bfloat16:
-        wide = {name: w.float() for name, w in weights.items()}
-        wide |= {f"{name}.weight": w.dense(torch.float32) for name, w in checkpoint.int4.items()}
+        exact = {f"{name}.weight": w.dense(torch.float32) for name, w in checkpoint.int4.items()}
+        wide = {name: exact[name] if name in exact else w.float() for name, w in weights.items()}
         model.process_prompts_with(_holding(checkpoint.args, wide).eval())
     return model.eval()
 

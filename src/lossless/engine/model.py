@@ -33,10 +33,12 @@ class KVCache(nn.Module):
 
     def update(self, input_pos: Tensor, k: Tensor, v: Tensor, length: int) -> tuple[Tensor, Tensor]:
         # input_pos: [T]; k, v: [B, Hkv, T, D] -> the cache's first `length` positions: [B, Hkv, length, D]
-        # k, v may be wider than the cache (a float32 prompt twin's): stored rounded, read back as k's dtype
-        self.k[:, :, input_pos] = k.to(self.k.dtype)
-        self.v[:, :, input_pos] = v.to(self.v.dtype)
-        return self.k[:, :, :length].to(k.dtype), self.v[:, :, :length].to(k.dtype)
+        if k.dtype != self.k.dtype:  # a float32 prompt twin's: stored rounded, read back in its dtype
+            keys, values = self.update(input_pos, k.to(self.k.dtype), v.to(self.v.dtype), length)
+            return keys.to(k.dtype), values.to(k.dtype)
+        self.k[:, :, input_pos] = k
+        self.v[:, :, input_pos] = v
+        return self.k[:, :, :length], self.v[:, :, :length]
 
 
 class Attention(nn.Module):
