@@ -105,10 +105,9 @@ def written_prompts(
     generator = torch.Generator().manual_seed(seed)
     written: dict[str, None] = {}  # insertion-ordered set
     try:
-        for _ in range(0, 3 * n, batch):
-            rows = _answer(
-                model, [prefix] * batch, [False] * batch, tokenizer.eos_ids, WRITTEN_MAX, generator
-            )
+        for tried in range(0, 3 * n, batch):
+            size = min(batch, 3 * n - tried)  # a trial's 4 messages: 12 tries, not a whole batch of 64
+            rows = _answer(model, [prefix] * size, [False] * size, tokenizer.eos_ids, WRITTEN_MAX, generator)
             for row in rows:
                 ids = row.tokens[row.prompt_len :].tolist()
                 text = tokenizer.decode(ids[:-1]).strip() if ids[-1] in tokenizer.eos_ids else ""
