@@ -55,14 +55,21 @@ def test_dspark_threshold_defaults_by_the_targets_dtype(engine: Engine, smollm2_
     assert fp32.lookup is not None  # served with prompt lookup where the text repeats
 
 
+@pytest.fixture(scope="module")
+def plain(smollm2_engine: Engine) -> list[tuple[list[int], list[int]]]:
+    """Each CHAT prompt's tokens and its plain greedy answer (once for both drafting shapes)."""
+    prompts = [smollm2_engine.chat_prompt([{"role": "user", "content": p}]) for p in CHAT]
+    return [(p, [t for d in smollm2_engine.generate(p, GREEDY) for t in d.token_ids]) for p in prompts]
+
+
 @pytest.mark.parametrize("tree", [4, 0], ids=["tree (the default)", "chain"])
-def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(engine: Engine, tree: int) -> None:
-    prompts = [engine.chat_prompt([{"role": "user", "content": p}]) for p in CHAT]
-    plain = [[t for d in engine.generate(p, GREEDY) for t in d.token_ids] for p in prompts]
+def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(
+    engine: Engine, plain: list[tuple[list[int], list[int]]], tree: int
+) -> None:
     speculative = engine.with_drafter(parse_drafter_spec("dspark", tree=tree))
     assert parse_drafter_spec("dspark").tree == 4
     same, drafted, accepted = 0, 0, 0
-    for p, want in zip(prompts, plain, strict=True):
+    for p, want in plain:
         deltas = list(speculative.generate(p, GREEDY))
         same += [t for d in deltas for t in d.token_ids] == want
         drafted += deltas[-1].stats["drafted"]
