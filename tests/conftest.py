@@ -61,3 +61,14 @@ def torch_one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (``make test`` runs two workers): the slow tests
+    (the real model, third-party servers; each keeps both cores busy) one after another on one worker,
+    while the other runs the rest, which mostly wait on sockets and timers; a file's other tests stay
+    together on one worker, with its module and session fixtures. Without xdist the marks do nothing."""
+    for item in items:
+        group = "slow" if item.get_closest_marker("slow") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -133,6 +133,7 @@ STEADY = {
 }
 
 
+@pytest.mark.quiet
 def test_concurrency_1_matches_server_send_times_within_2ms(
     server: ScriptedServer, sentinel: StallSentinel
 ) -> None:
@@ -150,6 +151,7 @@ def test_concurrency_1_matches_server_send_times_within_2ms(
     assert summary.endpoints[0].overall.stalls.count == 10
 
 
+@pytest.mark.quiet
 def test_concurrency_64_matches_server_send_times_within_5ms(
     server: ScriptedServer, sentinel: StallSentinel
 ) -> None:
