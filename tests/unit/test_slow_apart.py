@@ -1,0 +1,41 @@
+"""make test's scheduling (tests/support/slow_apart.py), run for real: pytest with two xdist workers over a
+few files of slow and other tests that record which worker ran them. The slow ones all share one worker,
+each file's other tests another one; xdist's own loadgroup marks were silently ignored once (pytest 9.2)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+TEST = """import os, pytest
+{mark}
+@pytest.mark.parametrize("i", range(3))
+def test_{name}(i, request):
+    with open(os.environ["RAN_LOG"], "a") as log:
+        log.write(f"{{request.node.nodeid}} {{os.environ['PYTEST_XDIST_WORKER']}}\\n")
+"""
+
+
+def test_the_slow_tests_share_one_worker_and_each_file_stays_together(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+    (tmp_path / "conftest.py").write_text("from slow_apart import *  # noqa: F403\n")
+    for name, mark in (("a", "pytestmark = pytest.mark.slow"), ("b", ""), ("c", ""), ("d", "")):
+        (tmp_path / f"test_{name}.py").write_text(TEST.format(name=name, mark=mark))
+    (tmp_path / "test_e.py").write_text(  # one slow test in a file of others
+        TEST.format(name="e", mark="")
+        + "\n@pytest.mark.slow\ndef test_e_slow(request):\n    test_e(9, request)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SUPPORT), "RAN_LOG": str(tmp_path / "ran.log")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-q"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ran = dict(line.split() for line in (tmp_path / "ran.log").read_text().splitlines())
+    assert len(ran) == 16
+    slow = {w for nodeid, w in ran.items() if nodeid.startswith("test_a.py") or "e_slow" in nodeid}
+    assert len(slow) == 1
+    for name in "bcde":
+        assert len({w for n, w in ran.items() if n.startswith(f"test_{name}.py") and "e_slow" not in n}) == 1
