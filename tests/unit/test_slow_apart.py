@@ -1,6 +1,7 @@
 """make test's scheduling (tests/support/slow_apart.py), run for real: pytest with two xdist workers over a
 few files of slow and other tests that record which worker ran them. The slow ones all share one worker,
-each file's other tests another one; xdist's own loadgroup marks were silently ignored once (pytest 9.2)."""
+and each file's other tests stay together on one; xdist's own loadgroup marks were silently ignored
+(pytest 9.2)."""
 
 from __future__ import annotations
 
