@@ -20,16 +20,19 @@ from typing import Any
 import pytest
 
 SLOW_LIST = "LOSSLESS_TEST_SLOW_LIST"
+MADE = pytest.StashKey[Path]()  # the folder this controller made, the only one it removes
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dist", "no") == "loadgroup" and not hasattr(config, "workerinput"):
-        os.environ[SLOW_LIST] = str(Path(tempfile.mkdtemp(prefix="lossless-xdist-")) / "slow.json")
+        config.stash[MADE] = Path(tempfile.mkdtemp(prefix="lossless-xdist-"))
+        os.environ[SLOW_LIST] = str(config.stash[MADE] / "slow.json")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if SLOW_LIST in os.environ and not hasattr(config, "workerinput"):
-        shutil.rmtree(Path(os.environ.pop(SLOW_LIST)).parent, ignore_errors=True)
+    if MADE in config.stash:  # not one named by an inherited variable (a pytest a test started)
+        shutil.rmtree(config.stash[MADE], ignore_errors=True)
+        os.environ.pop(SLOW_LIST, None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
