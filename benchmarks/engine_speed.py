@@ -30,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from speculative_speed import SUITES
 
-from lossless.config import parse_drafter_spec
+from lossless.config import native_bfloat16, parse_drafter_spec
 from lossless.engine.engine import Engine
 from lossless.engine.sampling import SamplingParams
 from lossless.models import resolve
@@ -67,8 +67,15 @@ def ours(path: Path, dtype: str, compiled: bool, spec: str, context: int) -> Run
 
 
 def llama_cpp(path: Path, threads: int, context: int) -> Run:
+    import llama_cpp
     from llama_cpp import Llama
 
+    # the instruction sets it was built for: a build for AVX2 only leaves an AVX-512 CPU's wider units idle
+    built = llama_cpp.llama_print_system_info().decode().strip(" |")
+    print(
+        f"  llama.cpp {llama_cpp.__version__} from {Path(llama_cpp.__file__).parent}: {built}",
+        file=sys.stderr,
+    )
     llm = Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_batch=512, verbose=False)
 
     def run(ids: list[int], n: int) -> None:
@@ -108,7 +115,11 @@ def main() -> None:
     opts = ap.parse_args()
     torch.set_num_threads(opts.threads)
     path, context = resolve(opts.model), 2048
-    print(f"threads {opts.threads}, load average {os.getloadavg()} before", file=sys.stderr)
+    bf16 = ", ".join(native_bfloat16()) or "none"
+    print(
+        f"threads {opts.threads}, bfloat16 instructions: {bf16}, load average {os.getloadavg()} before",
+        file=sys.stderr,
+    )
     runs = {"llama.cpp": llama_cpp(path, opts.threads, context)}
     runs |= {name: ours(path, *ROWS[name], context) for name in opts.rows}
     encoder = Engine.load(path, max_context=context)

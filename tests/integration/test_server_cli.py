@@ -59,20 +59,25 @@ def test_serve_int4_compiled_says_so_and_answers(tiny_checkpoint: Path, tmp_path
         assert proc.stderr is not None  # the next lines came in the same write as the URL's: buffered
         # a CPU without bfloat16 instructions processes prompts in float32 and says so
         wide = not native_bfloat16()
-        said = [proc.stderr.readline().strip() for _ in range(2 + wide)]
+        said = [proc.stderr.readline().strip() for _ in range(3)]  # a third: the float32 or packed line
         assert (
             said[0]
             == "lossless: int4 weights (the file's Q4_0 / Q4_1 blocks, bfloat16 activations), as asked"
         )
         if wide:
             assert said[1].startswith("lossless: prompts processed in float32 (this CPU has no bfloat16")
+        else:  # a CPU that computes bfloat16 packs the output layer's weight once, and says so
+            assert (
+                said[1]
+                == "lossless: output layer on oneDNN's packed bfloat16 weight (this CPU computes bfloat16)"
+            )
         assert said[-1].startswith("lossless: forward passes compiled in ") and said[-1].endswith(
             " s (torch.compile)"
         )
         body = {"model": "tiny-q4_1", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 5}
         with httpx.Client(trust_env=False, timeout=60) as client:
             reply = client.post(url + "/chat/completions", json=body).json()
-        prompts = "-float32prompts" if wide else ""
+        prompts = "-float32prompts" if wide else "-packed"
         assert reply["system_fingerprint"].endswith(f"-int4{prompts}-compiled-ngram")
         assert reply["usage"]["completion_tokens"] >= 1
         proc.send_signal(signal.SIGINT)

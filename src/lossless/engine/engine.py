@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DrafterSpec, native_bfloat16
 from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
 from lossless.engine.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
+from lossless.engine.packed import PackedLinear, pack_output
 from lossless.engine.sampling import SamplingParams, make_generator
 from lossless.engine.speculative import Drafter, SpecStats, speculative_decode
 from lossless.errors import CheckpointError, UsageError
@@ -95,6 +96,7 @@ class Engine:
         # and the dtype prompts are processed in (float32 where bfloat16 would be slow, `build_model`)
         self.dtype = "int4" if checkpoint.int4 else str(self.model.output.weight.dtype).removeprefix("torch.")
         self.prompt_dtype = "float32" if self.model.prompt_model is not None else self.dtype
+        self.packed_output = isinstance(self.model.output, PackedLinear)  # oneDNN's packed weight
         self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
         self.drafter: Drafter | None = None
         self.lock = ModelLock()  # guards the model's KV cache; shared with every `with_drafter` copy
@@ -249,11 +251,13 @@ class Engine:
 
 
 def build_model(
-    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool = False
+    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool = False, pack: bool = True
 ) -> Transformer:
     """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions.
     ``float32_prompts``: a bfloat16 or int4 model also gets a float32 twin of its weights (the int4
-    layers' as the kernel computes them) to process prompts with (`Transformer.process_prompts_with`)."""
+    layers' as the kernel computes them) to process prompts with (`Transformer.process_prompts_with`).
+    ``pack``: a bfloat16 output layer runs on oneDNN's packed weight where `packed.can_pack` (not beside
+    a float32 twin: that is for CPUs without bfloat16 instructions)."""
     import torch
 
     weights = dict(checkpoint.weights)
@@ -267,6 +271,8 @@ def build_model(
         exact = {f"{name}.weight": w.dense(torch.float32) for name, w in checkpoint.int4.items()}
         wide = {name: exact[name] if name in exact else w.float() for name, w in weights.items()}
         model.process_prompts_with(_holding(checkpoint.args, wide).eval())
+    elif pack:
+        pack_output(model)  # a bfloat16 output layer on a CPU that computes bfloat16: packed once
     return model.eval()
 
 

@@ -172,9 +172,13 @@ class Transformer(nn.Module):
             return hidden if return_hidden else self.output(hidden)
         length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
         if pad is not None:  # offline batches only: never compiled
-            return self._layers(tokens, input_pos, length, return_hidden, pad, tree, 0)
-        start = int(input_pos[0]) if tree is not None else 0
-        return self._compiled(tokens, input_pos, length, return_hidden, None, tree, start)
+            hidden = self._layers(tokens, input_pos, length, pad, tree, 0)
+        else:
+            start = int(input_pos[0]) if tree is not None else 0
+            hidden = self._compiled(tokens, input_pos, length, None, tree, start)
+        # the output layer runs outside the compiled graph: one graph serves logits and hidden states, and
+        # the layer may be one torch.compile cannot trace (`packed.PackedLinear`)
+        return hidden if return_hidden else self.output(hidden)
 
     def compile_forward(self) -> None:
         """Run every forward but offline batches through torch.compile (inductor, code cached on disk).
@@ -196,7 +200,6 @@ class Transformer(nn.Module):
         tokens: Tensor,
         input_pos: Tensor,
         length: int,
-        return_hidden: bool,
         pad: Tensor | None,
         tree: Tensor | None,
         start: int,
@@ -214,8 +217,7 @@ class Transformer(nn.Module):
         x = self.tok_embeddings(tokens)  # [B, T, dim]
         for block in self.layers:
             x = block(x, cos, sin, mask, input_pos)
-        x = self.norm(x)
-        return x if return_hidden else self.output(x)
+        return self.norm(x)  # [B, T, dim]: the final hidden states
 
     def keep(self, slots: list[int], start: int) -> None:
         """Move the cache entries at ``slots`` (increasing) to start, start + 1, ...: after a tree

@@ -146,15 +146,17 @@ def _warm_grammars(engine: Engine) -> None:
 def fingerprint(engine: Engine) -> str:
     """OpenAI's system_fingerprint names the backend configuration that produced a response; ours says
     what changes the numbers: the version, the weights' dtype, the prompts' where it differs, whether
-    compiled, and the drafter (lossless-0.1.0-float32-ngram,
-    lossless-0.1.0-int4-float32prompts-compiled-none). A verify or bench record carries it, so two
+    the output layer on a packed weight (`engine.packed`), compiled, and the drafter
+    (lossless-0.1.0-float32-ngram, lossless-0.1.0-int4-float32prompts-compiled-none,
+    lossless-0.1.0-int4-packed-compiled-dspark). A verify or bench record carries it, so two
     runs show whether the same thing served them."""
     from lossless import __version__
 
     drafter = engine.spec.kind if engine.spec is not None else "none"
     prompts = f"-{engine.prompt_dtype}prompts" if engine.prompt_dtype != engine.dtype else ""
+    packed = "-packed" if engine.packed_output else ""
     compiled = "-compiled" if engine.compiled else ""
-    return f"lossless-{__version__}-{engine.dtype}{prompts}{compiled}-{drafter}"
+    return f"lossless-{__version__}-{engine.dtype}{prompts}{packed}{compiled}-{drafter}"
 
 
 def _served(request: Request) -> Served:

@@ -142,6 +142,8 @@ def serve(config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> None:
             f"lossless: prompts processed in {loaded.engine.prompt_dtype} (this CPU has no bfloat16 "
             "instructions: several times faster), their keys and values kept in bfloat16"
         )
+    if loaded.engine.packed_output:
+        lines.append("lossless: output layer on oneDNN's packed bfloat16 weight (this CPU computes bfloat16)")
     if loaded.compile_s is not None:
         lines.append(f"lossless: forward passes compiled in {loaded.compile_s:.0f} s (torch.compile)")
     try:
