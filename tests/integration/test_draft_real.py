@@ -43,15 +43,19 @@ def test_shipped_head_matches_its_checksum_and_the_model(engine: Engine) -> None
         assert (SHIPPED / name).stat().st_size > 0
 
 
-def test_dspark_threshold_defaults_by_the_targets_dtype(engine: Engine, smollm2_path: Path) -> None:
-    """A bfloat16 target verifies a wider draft for the price of one token: its default stops later."""
+def test_dspark_threshold_and_tree_default_by_the_targets_dtype(engine: Engine, smollm2_path: Path) -> None:
+    """A bfloat16 target verifies a wider draft for the price of one token: its default stops later.
+    An int4 one verifies a smaller tree: its kernel multiplies 4 rows at a time."""
     spec = parse_drafter_spec("dspark")
-    assert spec.threshold is None
+    assert spec.threshold is None and spec.tree is None
     fp32 = build_drafter(spec, engine)
     bf16 = build_drafter(spec, Engine.load(smollm2_path, dtype="bfloat16"))
-    given = build_drafter(parse_drafter_spec("dspark", threshold=0.2), engine)
-    assert isinstance(fp32, HeadDrafter) and isinstance(bf16, HeadDrafter) and isinstance(given, HeadDrafter)
-    assert (fp32.threshold, bf16.threshold, given.threshold) == (0.3, 0.1, 0.2)
+    int4 = build_drafter(spec, Engine.load(smollm2_path, dtype="int4"))
+    given = build_drafter(parse_drafter_spec("dspark", threshold=0.2, tree=0), engine)
+    drafters = (fp32, bf16, int4, given)
+    assert all(isinstance(d, HeadDrafter) for d in drafters)
+    assert [d.threshold for d in drafters] == [0.3, 0.1, 0.1, 0.2]  # type: ignore[union-attr]
+    assert [d.tree for d in drafters] == [4, 4, 2, 0]  # type: ignore[union-attr]
     assert fp32.lookup is not None  # served with prompt lookup where the text repeats
 
 
@@ -67,7 +71,6 @@ def test_dspark_greedy_gives_the_plain_text_with_accepted_drafts(
     engine: Engine, plain: list[tuple[list[int], list[int]]], tree: int
 ) -> None:
     speculative = engine.with_drafter(parse_drafter_spec("dspark", tree=tree))
-    assert parse_drafter_spec("dspark").tree == 4
     same, drafted, accepted = 0, 0, 0
     for p, want in plain:
         deltas = list(speculative.generate(p, GREEDY))

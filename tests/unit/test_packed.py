@@ -12,7 +12,9 @@ from lossless.engine.config import TINY
 from lossless.engine.model import Transformer
 from lossless.engine.packed import PackedLinear, can_pack, pack_output
 
-needs_packing = pytest.mark.skipif(not can_pack(), reason="this CPU or torch build has no packed bfloat16 path")
+needs_packing = pytest.mark.skipif(
+    not can_pack(), reason="this CPU or torch build has no packed bfloat16 path"
+)
 
 
 @needs_packing

@@ -142,8 +142,8 @@ def test_parse_drafter_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
     ckpt = tmp_path / "draft.gguf"
     ckpt.write_bytes(b"")
     assert parse_drafter_spec("ngram") == DrafterSpec("ngram", None, 8, None)
-    # dspark's default depends on the target's dtype: left to build_drafter (tests/integration)
-    assert parse_drafter_spec("dspark") == DrafterSpec("dspark", None, 7, None, tree=4)
+    # dspark's threshold and tree depend on the target's dtype: left to build_drafter (tests/integration)
+    assert parse_drafter_spec("dspark") == DrafterSpec("dspark", None, 7, None, tree=None)
     assert parse_drafter_spec("dspark", tree=0).tree == 0  # one chain
     assert parse_drafter_spec("none").kind == "none"
     assert parse_drafter_spec(f"draft:{ckpt}", k=3) == DrafterSpec("draft", ckpt, 3, 0.3)

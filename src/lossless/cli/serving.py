@@ -12,7 +12,7 @@ import click
 from lossless import checks
 from lossless.cli.common import SEED, THREADS, FiniteFloat, friendly_errors, outputs
 from lossless.cli.measure import BENCH_FILES
-from lossless.config import DEFAULT_K, DEFAULT_THRESHOLD, DEFAULT_TREE, DSPARK_THRESHOLD, DTYPES, ServeConfig
+from lossless.config import DEFAULT_K, DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DTYPES, ServeConfig
 from lossless.draft.recipe import Recipe
 from lossless.errors import LosslessError
 from lossless.options import QUICK_DEMO, DemoOptions
@@ -104,8 +104,8 @@ def _threshold_help() -> str:
     "--spec-tree",
     default=None,
     type=int,
-    help=f"dspark: verify a tree of up to this many candidate tokens per step [{DEFAULT_TREE['dspark']}]; "
-    "0: one chain.",
+    help="dspark: verify a tree of up to this many candidate tokens per step "
+    f"[{', '.join(f'{v} with {dtype} weights' for dtype, v in DSPARK_TREE.items())}]; 0: one chain.",
 )
 @friendly_errors
 def serve(**opts: Any) -> None:

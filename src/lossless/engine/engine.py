@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DrafterSpec, native_bfloat16
+from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec, native_bfloat16
 from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
 from lossless.engine.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
 from lossless.engine.packed import PackedLinear, pack_output
@@ -308,7 +308,8 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
             if spec.threshold is None
             else spec.threshold
         )
-        return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=spec.tree)
+        tree = DSPARK_TREE.get(target.dtype, DSPARK_TREE["float32"]) if spec.tree is None else spec.tree
+        return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=tree)
     assert spec.path is not None
     wide = target.model.prompt_model is not None
     try:
