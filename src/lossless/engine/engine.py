@@ -251,13 +251,13 @@ class Engine:
 
 
 def build_model(
-    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool = False, pack: bool = True
+    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool = False
 ) -> Transformer:
     """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions.
     ``float32_prompts``: a bfloat16 or int4 model also gets a float32 twin of its weights (the int4
     layers' as the kernel computes them) to process prompts with (`Transformer.process_prompts_with`).
-    ``pack``: a bfloat16 output layer runs on oneDNN's packed weight where `packed.can_pack` (not beside
-    a float32 twin: that is for CPUs without bfloat16 instructions)."""
+    Otherwise a bfloat16 output layer runs on oneDNN's packed weight where `packed.can_pack` (the twin
+    is for CPUs without bfloat16 instructions, where it cannot)."""
     import torch
 
     weights = dict(checkpoint.weights)
@@ -271,7 +271,7 @@ def build_model(
         exact = {f"{name}.weight": w.dense(torch.float32) for name, w in checkpoint.int4.items()}
         wide = {name: exact[name] if name in exact else w.float() for name, w in weights.items()}
         model.process_prompts_with(_holding(checkpoint.args, wide).eval())
-    elif pack:
+    else:
         pack_output(model)  # a bfloat16 output layer on a CPU that computes bfloat16: packed once
     return model.eval()
 
