@@ -58,11 +58,14 @@ def _k_help() -> str:
     return ", ".join(f"{kind} {k}" for kind, k in DEFAULT_K.items() if k)
 
 
+def _per_dtype(defaults: dict[str, float] | dict[str, int]) -> str:
+    return ", ".join(f"{v:g} with {dtype} weights" for dtype, v in defaults.items())
+
+
 def _threshold_help() -> str:
-    dspark = ", ".join(f"{v:g} with {dtype} weights" for dtype, v in DSPARK_THRESHOLD.items())
     return (
         f"draft:PATH stops after a token below this [{DEFAULT_THRESHOLD['draft']:g}]; dspark below this "
-        f"predicted survival [{dspark}]."
+        f"predicted survival [{_per_dtype(DSPARK_THRESHOLD)}]."
     )
 
 
@@ -104,8 +107,8 @@ def _threshold_help() -> str:
     "--spec-tree",
     default=None,
     type=int,
-    help="dspark: verify a tree of up to this many candidate tokens per step "
-    f"[{', '.join(f'{v} with {dtype} weights' for dtype, v in DSPARK_TREE.items())}]; 0: one chain.",
+    help=f"dspark: verify a tree of up to this many candidate tokens per step [{_per_dtype(DSPARK_TREE)}]; "
+    "0: one chain.",
 )
 @friendly_errors
 def serve(**opts: Any) -> None:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec, native_bfloat16
 from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Delta", "Engine", "ModelLock", "TokenLogprob", "build_drafter", "build_model"]
 
+T = TypeVar("T")
 _WAIT_S = 0.05  # a generation waiting for the model looks at its cancel event this often
 
 
@@ -291,6 +292,11 @@ def _holding(args: ModelArgs, weights: dict[str, Tensor]) -> Transformer:
     return model
 
 
+def _for_dtype(defaults: dict[str, T], dtype: str) -> T:
+    """A per-dtype default (`config.DSPARK_THRESHOLD`, `DSPARK_TREE`); float32's for another dtype."""
+    return defaults.get(dtype, defaults["float32"])
+
+
 def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
     """The drafter a spec names, for ``target``; None for plain decoding. A draft checkpoint is
     loaded like the target (same dtype, context and prompt dtype) and refused unless it shares the
@@ -303,12 +309,8 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         from lossless.engine.head import SHIPPED, HeadDrafter, load_head
 
         head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
-        threshold = (
-            DSPARK_THRESHOLD.get(target.dtype, DSPARK_THRESHOLD["float32"])
-            if spec.threshold is None
-            else spec.threshold
-        )
-        tree = DSPARK_TREE.get(target.dtype, DSPARK_TREE["float32"]) if spec.tree is None else spec.tree
+        threshold = _for_dtype(DSPARK_THRESHOLD, target.dtype) if spec.threshold is None else spec.threshold
+        tree = _for_dtype(DSPARK_TREE, target.dtype) if spec.tree is None else spec.tree
         return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=tree)
     assert spec.path is not None
     wide = target.model.prompt_model is not None

@@ -165,13 +165,12 @@ class Transformer(nn.Module):
         i is the continuation of its path alone. `keep` moves one path's entries into place afterwards.
         """
         assert self.max_seq_len > 0, "call setup_cache() first"
+        length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
         if prompt and self.prompt_model is not None:
             hidden = self.prompt_model(tokens, input_pos, return_hidden=True, pad=pad).to(
                 self.output.weight.dtype
             )
-            return hidden if return_hidden else self.output(hidden)
-        length = int(input_pos[-1]) + 1  # attend over cache positions [0, length)
-        if pad is not None:  # offline batches only: never compiled
+        elif pad is not None:  # offline batches only: never compiled
             hidden = self._layers(tokens, input_pos, length, pad, tree, 0)
         else:
             start = int(input_pos[0]) if tree is not None else 0

@@ -18,12 +18,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from lossless.config import native_bfloat16
+
 
 def can_pack() -> bool:
     """oneDNN is in this torch build and the CPU computes bfloat16 natively (where it does not, a
     bfloat16 matmul is slow either way and the engine processes prompts in float32)."""
-    from lossless.config import native_bfloat16
-
     return torch.backends.mkldnn.is_available() and bool(native_bfloat16())
 
 
