@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec, native_bfloat16
+from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec
 from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
 from lossless.engine.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
 from lossless.engine.packed import PackedLinear, pack_output
@@ -86,9 +86,7 @@ class Engine:
         max_context: int | None = None,
         float32_prompts: bool | None = None,
     ) -> None:
-        if float32_prompts is None:  # bfloat16 matmuls over many tokens are slow without the instructions
-            float32_prompts = not native_bfloat16()
-        self.model = build_model(checkpoint, max_context, float32_prompts)
+        self.model, prompts = build_model(checkpoint, max_context, float32_prompts)
         self.tokenizer: Tokenizer = checkpoint.tokenizer
         self.args = checkpoint.args
         self.name = name or checkpoint.name
@@ -97,6 +95,7 @@ class Engine:
         # and the dtype prompts are processed in (float32 where bfloat16 would be slow, `build_model`)
         self.dtype = "int4" if checkpoint.int4 else str(self.model.output.weight.dtype).removeprefix("torch.")
         self.prompt_dtype = "float32" if self.model.prompt_model is not None else self.dtype
+        self.prompt_choice = prompts  # what processes prompts and why (None for float32 weights)
         self.packed_output = isinstance(self.model.output, PackedLinear)  # oneDNN's packed weight
         self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
         self.drafter: Drafter | None = None
@@ -125,7 +124,7 @@ class Engine:
     ) -> Engine:
         """A ``*.gguf`` file or a Hugging Face directory -> Engine; a bad checkpoint -> CheckpointError.
         ``float32_prompts``: process prompts of bfloat16 or int4 weights in float32 (None: where this CPU
-        has no bfloat16 instructions)."""
+        has no bfloat16 instructions, or where measured faster at load, `prompts.choose_prompt_model`)."""
         import torch
 
         from lossless.models import EMBEDDED
@@ -252,14 +251,17 @@ class Engine:
 
 
 def build_model(
-    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool = False
-) -> Transformer:
-    """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions.
-    ``float32_prompts``: a bfloat16 or int4 model also gets a float32 twin of its weights (the int4
-    layers' as the kernel computes them) to process prompts with (`Transformer.process_prompts_with`).
-    Otherwise a bfloat16 output layer runs on oneDNN's packed weight where `packed.can_pack` (the twin
-    is for CPUs without bfloat16 instructions, where it cannot)."""
+    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool | None = None
+) -> tuple[Transformer, str | None]:
+    """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions,
+    and a line saying what processes its prompts (None for float32 weights).
+    A bfloat16 or int4 model may get a float32 twin of its weights (the int4 layers' as the kernel
+    computes them) to process prompts with: ``float32_prompts`` says so, or None leaves it to
+    `prompts.choose_prompt_model`. A bfloat16 output layer runs on oneDNN's packed weight where
+    `packed.can_pack`."""
     import torch
+
+    from lossless.engine.prompts import choose_prompt_model
 
     weights = dict(checkpoint.weights)
     model = _holding(checkpoint.args, weights)
@@ -268,13 +270,17 @@ def build_model(
 
         use_int4(model, checkpoint.int4)
     model.setup_cache(max_context)
-    if float32_prompts and model.output.weight.dtype == torch.bfloat16:
+    pack_output(model)  # a bfloat16 output layer on a CPU that computes bfloat16: packed once
+    if model.output.weight.dtype != torch.bfloat16:
+        return model.eval(), None
+
+    def twin() -> Transformer:
         exact = {f"{name}.weight": w.dense(torch.float32) for name, w in checkpoint.int4.items()}
         wide = {name: exact[name] if name in exact else w.float() for name, w in weights.items()}
-        model.process_prompts_with(_holding(checkpoint.args, wide).eval())
-    else:
-        pack_output(model)  # a bfloat16 output layer on a CPU that computes bfloat16: packed once
-    return model.eval()
+        return _holding(checkpoint.args, wide).eval()
+
+    name = "int4" if checkpoint.int4 else "bfloat16"
+    return model.eval(), choose_prompt_model(model, twin, float32_prompts, name)
 
 
 def _holding(args: ModelArgs, weights: dict[str, Tensor]) -> Transformer:

@@ -128,10 +128,10 @@ class Transformer(nn.Module):
 
     def process_prompts_with(self, twin: Transformer) -> None:
         """Prompts (``forward(..., prompt=True)``) run through ``twin`` from now on: the same weights in a
-        wider dtype (float32 for bfloat16 or int4 weights on a CPU without bfloat16 instructions, where
-        a bfloat16 matmul over many tokens is several times slower). It writes this model's KV cache, its
-        keys and values rounded to the cache's dtype; its last hidden states are rounded to this model's
-        dtype, so the output layer and everything after the prompt run as before."""
+        wider dtype (float32 for bfloat16 or int4 weights where that is faster, `prompts`). It writes
+        this model's KV cache, its keys and values rounded to the cache's dtype; its last hidden states
+        are rounded to this model's dtype, so the output layer and everything after the prompt run as
+        before."""
         for mine, theirs in zip(self.layers, twin.layers, strict=True):
             theirs.attention.kv_cache = mine.attention.kv_cache  # type: ignore[union-attr]
         twin._set_positions(self.max_seq_len)

@@ -137,11 +137,8 @@ def serve(config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> None:
         line += f" (listening on all interfaces, {config.host})"
     # the URL line comes first (scripts read it), the weights' dtype and why just after it
     lines = [line, f"lossless: {reason}"]
-    if loaded.engine.prompt_dtype != loaded.engine.dtype:
-        lines.append(
-            f"lossless: prompts processed in {loaded.engine.prompt_dtype} (this CPU has no bfloat16 "
-            "instructions: several times faster), their keys and values kept in bfloat16"
-        )
+    if loaded.engine.prompt_choice is not None:
+        lines.append(f"lossless: {loaded.engine.prompt_choice}")
     if loaded.engine.packed_output:
         lines.append("lossless: output layer on oneDNN's packed bfloat16 weight (this CPU computes bfloat16)")
     if loaded.compile_s is not None:
