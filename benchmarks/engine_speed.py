@@ -9,7 +9,7 @@ suite. The load average is printed before and after.
 
     lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks, bfloat16 activations), eager or
                      compiled (torch.compile; its start-up cost is printed), plainly or speculatively;
-                     bfloat16 and int4 process prompts in float32 on a CPU without bfloat16 instructions
+                     bfloat16 and int4 process prompts in float32 where the engine finds that faster
     llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain
 
     python benchmarks/engine_speed.py --threads 2 [--rows ...] [--suites chat grounded]
