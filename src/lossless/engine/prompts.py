@@ -45,15 +45,11 @@ def choose_prompt_model(
         )
     n = min(PROBE_TOKENS, model.max_seq_len)
     own, wide = _time_prompts(model, n)
-    faster, slower = (("float32", wide), (name, own)) if wide < own else ((name, own), ("float32", wide))
-    measured = (
-        f"faster here: a {n}-token prompt took {_ms(faster[1])}, against {_ms(slower[1])} in {slower[0]}, "
-        "measured at start-up"
-    )
     if wide < own:
+        measured = _measured(n, wide, own, name)
         return f"prompts processed in float32 ({measured}), their keys and values kept in bfloat16"
     model.prompt_model = None  # the twin's memory goes with it
-    return f"prompts processed in {name} ({measured})"
+    return f"prompts processed in {name} ({_measured(n, own, wide, 'float32')})"
 
 
 def _time_prompts(model: Transformer, n: int, rounds: int = 3) -> tuple[float, float]:
@@ -69,6 +65,14 @@ def _time_prompts(model: Transformer, n: int, rounds: int = 3) -> tuple[float, f
                 model(tokens, pos, return_hidden=True, prompt=prompt)
                 times[i].append(time.perf_counter() - start)
     return min(times[0][1:]), min(times[1][1:])
+
+
+def _measured(n: int, took: float, other: float, other_name: str) -> str:
+    """The start-up line's evidence: the kept way took ``took`` seconds, the other ``other``."""
+    return (
+        f"faster here: a {n}-token prompt took {_ms(took)}, against {_ms(other)} in {other_name}, "
+        "measured at start-up"
+    )
 
 
 def _ms(seconds: float) -> str:
