@@ -15,8 +15,11 @@ import torch
 from lossless.config import ServeConfig, parse_drafter_spec
 from lossless.draft.data import bundled_prompts
 from lossless.engine.engine import Engine, build_drafter
-from lossless.engine.head import SHIPPED, HeadDrafter, load_head
+from lossless.engine.head import SHIPPED, load_head
+from lossless.engine.head_drafter import HeadDrafter
+from lossless.engine.quant import Int4Linear
 from lossless.engine.sampling import SamplingParams
+from lossless.engine.speculative import SpecStats, speculative_decode
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +60,27 @@ def test_dspark_threshold_and_tree_default_by_the_targets_dtype(engine: Engine, 
     assert [d.threshold for d in drafters] == [0.3, 0.1, 0.1, 0.2]  # type: ignore[union-attr]
     assert [d.tree for d in drafters] == [4, 4, 2, 0]  # type: ignore[union-attr]
     assert fp32.lookup is not None  # served with prompt lookup where the text repeats
+    # an int4 target's head holds its weights in 4 bits too (`DSparkHead.use_int4`)
+    assert isinstance(int4.head.out_int4, Int4Linear) and fp32.head.out_int4 is None  # type: ignore[union-attr]
+
+
+def test_a_head_in_4_bits_drafts_about_as_well_as_in_bfloat16(smollm2_path: Path) -> None:
+    """For an int4 target the head is rounded to 4 bits, which makes its pass cheaper; its greedy drafts
+    must stay about as acceptable as the bfloat16 head's on prompts it never saw."""
+    target = Engine.load(smollm2_path, dtype="int4")
+    int4 = build_drafter(parse_drafter_spec("dspark", tree=0), target)
+    bf16 = HeadDrafter(load_head(SHIPPED, target.model.tok_embeddings.weight), threshold=0.1)
+    assert isinstance(int4, HeadDrafter) and int4.head.out_int4 is not None and bf16.head.out_int4 is None
+    rates = []
+    for drafter in (int4, bf16):
+        stats = SpecStats(7)
+        for prompt in CHAT:
+            ids = target.chat_prompt([{"role": "user", "content": prompt}])
+            for _ in speculative_decode(target.model, drafter, ids, GREEDY, max_new_tokens=48, k_max=7,
+                                        stats=stats):  # fmt: skip
+                pass
+        rates.append(stats.accepted / stats.drafted)
+    assert rates[1] > 0.2 and rates[0] > 0.85 * rates[1], rates
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from test_speculative_mc import (
 from lossless.draft.data import TOP, WINDOW, AnsweredPrompt
 from lossless.draft.train import Anchors, draft_vocab, evaluate, losses
 from lossless.engine.drafts import NgramDrafter
-from lossless.engine.head import DSparkHead, HeadConfig, HeadDrafter, load_head, save_head
+from lossless.engine.head import DSparkHead, HeadConfig, load_head, save_head
+from lossless.engine.head_drafter import HeadDrafter
 from lossless.engine.sampling import SamplingParams
 from lossless.engine.speculative import speculative_decode
 from lossless.errors import CheckpointError
@@ -53,12 +54,17 @@ def test_head_drafter_keeps_the_target_distribution_exactly() -> None:
     assert chi_square_pvalue(samples, truth) > ALPHA
 
 
-def test_head_sampled_trees_keep_the_target_distribution_exactly() -> None:
+@pytest.mark.parametrize(
+    "compiled", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["eager", "compiled"]
+)  # compiled: the head's pass through torch.compile (a few seconds the first time on 2 cores)
+def test_head_sampled_trees_keep_the_target_distribution_exactly(compiled: bool) -> None:
     target, _ = micro_pair()
     prompt = [1, 5, 2, 7, 3]
     params = SamplingParams(temperature=0.9, top_k=4)
 
     drafter = _Trees(micro_head(), threshold=0.0, tree=5)
+    if compiled:
+        drafter.compile()
     samples, stats = draw(target, drafter, prompt, 3000, params=params)
     assert drafter.branched > 1000 and stats.accept_counts[0] > 0 and stats.accept_counts[2] > 0
     assert chi_square_pvalue(samples, transformer_truth(target, prompt, params)) > ALPHA
@@ -144,6 +150,34 @@ def test_greedy_tree_decoding_gives_the_plain_greedy_text() -> None:
         trees = speculative_decode(target, drafter, prompt, greedy, max_new_tokens=12, k_max=3)
         assert [t for s in trees for t in s.token_ids] == [t for s in plain for t in s.token_ids]
         assert drafter.branched > 0
+
+
+@pytest.mark.slow  # compiles the micro head's pass (a few seconds the first time on 2 cores)
+@pytest.mark.parametrize("tree", [0, 4], ids=["chain", "tree"])
+def test_a_compiled_head_drafts_what_the_eager_head_drafts(tree: int) -> None:
+    """`HeadDrafter.compile` changes how the head's pass runs, not what it drafts: in float32 the same
+    products in another order, so the same tokens and q to float precision, greedy and sampled."""
+    eager, compiled = (HeadDrafter(micro_head(), threshold=0.0, tree=tree) for _ in range(2))
+    compiled.compile()
+    assert compiled.compiled and not eager.compiled
+    torch.manual_seed(0)
+    made = 0
+    for params in (SamplingParams(temperature=0.0), SamplingParams(temperature=0.9, top_k=4)):
+        for trial in range(20):
+            context = torch.randint(0, MICRO.vocab_size, (6,)).tolist()
+            hidden = torch.randn(5, MICRO.dim)  # the states that predicted context[1:]
+            drafts = []
+            for drafter in (eager, compiled):
+                drafter.begin(context[:1])
+                generator = torch.Generator().manual_seed(trial)
+                drafts.append(drafter.propose(context, 3, params, generator, hidden))
+            a, b = drafts
+            assert (a.tokens, a.parents) == (b.tokens, b.parents)
+            assert (a.q is None) == (b.q is None)
+            if a.q is not None and b.q is not None:
+                assert torch.allclose(a.q, b.q, atol=1e-5)
+            made += len(a.tokens) > 0
+    assert made > 20
 
 
 class _Capture(HeadDrafter):

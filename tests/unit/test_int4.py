@@ -25,6 +25,8 @@ from lossless.config import parse_drafter_spec
 from lossless.engine.drafts import ModelDrafter
 from lossless.engine.engine import Engine
 from lossless.engine.gguf import dequantize, q4_weight
+from lossless.engine.head import DSparkHead, HeadConfig, save_head
+from lossless.engine.head_drafter import HeadDrafter
 from lossless.engine.quant import Int4Linear, Int4Weight, use_int4
 from lossless.engine.sampling import SamplingParams
 from lossless.errors import UsageError
@@ -57,6 +59,23 @@ def test_int4_linear_is_the_dense_product_of_the_same_weights() -> None:
     x = torch.randn(2, 5, 128).to(torch.bfloat16)
     dense = x.double() @ weight.dense(torch.float64).T
     torch.testing.assert_close(layer(x).double(), dense, rtol=0.02, atol=0.05)
+
+
+def test_a_dense_weight_is_rounded_to_4_bits_per_group_and_multiplied_with_any_row_count() -> None:
+    """A draft head's weights come from no GGUF block: `Int4Weight.quantize` rounds them (within half
+    a step, as the kernel sees them), and a row count off the kernel's tiles of 16 is padded."""
+    torch.manual_seed(0)
+    weight = torch.randn(37, 96)
+    q = Int4Weight.quantize(weight)
+    step = q.scale.repeat_interleave(32, dim=1)  # [37, 96]
+    assert int(q.codes.max()) == 15 and int(q.codes.min()) == 0
+    off = (q.dense(torch.float64) - weight.double()).abs()  # half a step, plus bfloat16's scale and zero
+    assert bool((off <= step * 0.5 + q.rounding_error() + 1e-6).all())
+    assert float(off.max()) > float(step.max()) * 0.4  # it did round
+    layer = Int4Linear(q)
+    x = torch.randn(3, 96).to(torch.bfloat16)
+    assert layer(x).shape == (3, 37)
+    torch.testing.assert_close(layer(x).double(), x.double() @ q.dense(torch.float64).T, rtol=0.02, atol=0.05)
 
 
 def test_a_layer_that_does_not_match_is_refused() -> None:
@@ -206,3 +225,30 @@ def test_compiled_engine_decodes_speculatively_as_it_does_plainly(q4_gguf: Path)
         x, pos = torch.tensor([prompt]), torch.arange(len(prompt))
         compiled_logits, eager_logits = engine.model(x, pos)[0].float(), eager.model(x, pos)[0].float()
     assert (compiled_logits - eager_logits).abs().max() < 0.05 * eager_logits.abs().max()
+
+
+@pytest.mark.slow  # compiles the tiny model's graphs and a draft head's (~30 s the first time on 2 cores)
+def test_a_compiled_int4_engine_compiles_its_draft_head_in_4_bits(q4_gguf: Path, tmp_path: Path) -> None:
+    """``--compile --speculative dspark`` on an int4 target: the head holds its weights in 4 bits and its
+    pass is compiled with the target's, also in a drafter taken after compiling (a second server on the
+    same weights); greedy decoding through either gives the plain text."""
+    engine = Engine.load(q4_gguf, dtype="int4")
+    args = engine.args
+    config = HeadConfig(dim=args.dim, vocab_size=args.vocab_size, window=4, block=3, heads=4, ffn=64, rank=32)
+    torch.manual_seed(0)
+    embed = engine.model.tok_embeddings.weight.detach().float()
+    save_head(DSparkHead(config, embed, torch.arange(args.vocab_size)), tmp_path)
+    engine.use_drafter(parse_drafter_spec(f"dspark:{tmp_path}"))
+    engine.compile()
+    plain = engine.with_drafter(parse_drafter_spec("none"))
+    chain = engine.with_drafter(parse_drafter_spec(f"dspark:{tmp_path}", tree=0))
+    prompt = engine.encode("Hello, world! How are you today?")
+    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+    want = [t for d in plain.generate(prompt, params) for t in d.token_ids]
+    for speculative in (engine, chain):
+        drafter = speculative.drafter
+        assert isinstance(drafter, HeadDrafter) and drafter.compiled
+        assert isinstance(drafter.head.out_int4, Int4Linear) and isinstance(drafter.head.w13, Int4Linear)
+        deltas = list(speculative.generate(prompt, params))
+        assert [t for d in deltas for t in d.token_ids] == want
+        assert deltas[-1].stats["drafted"] > 0

@@ -103,8 +103,11 @@ class Engine:
         self.compiled = False  # the forward passes run through torch.compile (`compile`)
 
     def use_drafter(self, spec: DrafterSpec) -> None:
-        """Decode speculatively from now on (kind "none": plainly); draft:PATH loads that checkpoint."""
+        """Decode speculatively from now on (kind "none": plainly); draft:PATH loads that checkpoint. On
+        a compiled engine the drafter's forward is compiled too."""
         self.spec, self.drafter = spec, build_drafter(spec, self)
+        if self.compiled:
+            self._compile_drafter()
 
     def with_drafter(self, spec: DrafterSpec) -> Engine:
         """This engine decoding as ``spec`` says: another Engine on the same weights, KV cache and lock
@@ -159,17 +162,15 @@ class Engine:
         )
 
     def compile(self) -> float:
-        """Compile the model's forward passes (and its draft model's) and make the graphs this engine
-        decodes with now, so that no request pays for them: one token, several tokens (prefill, a
-        chain of drafts), a tree. The seconds it took (inductor caches the code on disk: far less the
-        next time in this environment)."""
+        """Compile the model's forward passes (and its draft model's or draft head's) and make the
+        graphs this engine decodes with now, so that no request pays for them: one token, several
+        tokens (prefill, a chain of drafts), a tree. The seconds it took (inductor caches the code on
+        disk: far less the next time in this environment)."""
         import time
 
         start = time.perf_counter()
         self.model.compile_forward()
-        draft = getattr(self.drafter, "model", None)
-        if draft is not None and draft is not self.model:
-            draft.compile_forward()
+        self._compile_drafter()
         warm = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
         prompt = self.encode("one two three four one two three four one two three four one two")
         for params in (warm, replace(warm, temperature=1.0, seed=0)):  # greedy and sampled trees differ
@@ -177,6 +178,16 @@ class Engine:
                 pass
         self.compiled = True
         return time.perf_counter() - start
+
+    def _compile_drafter(self) -> None:
+        """A draft model's forward passes (compiled at their first use) or a draft head's pass (now)."""
+        from lossless.engine.head_drafter import HeadDrafter
+
+        draft = getattr(self.drafter, "model", None)
+        if draft is not None and draft is not self.model:
+            draft.compile_forward()
+        elif isinstance(self.drafter, HeadDrafter):
+            self.drafter.compile()
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -312,9 +323,12 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
     if spec.kind == "ngram":
         return NgramDrafter(spec.k)
     if spec.kind == "dspark":
-        from lossless.engine.head import SHIPPED, HeadDrafter, load_head
+        from lossless.engine.head import SHIPPED, load_head
+        from lossless.engine.head_drafter import HeadDrafter
 
         head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
+        if target.dtype == "int4":
+            head.use_int4()
         threshold = _for_dtype(DSPARK_THRESHOLD, target.dtype) if spec.threshold is None else spec.threshold
         tree = _for_dtype(DSPARK_TREE, target.dtype) if spec.tree is None else spec.tree
         return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=tree)

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 GROUP = 32  # weights per Q4 block: the kernel's group size
-ROWS = 16  # the kernel packs output rows in tiles of 16: a layer with another row count stays dense
+ROWS = 16  # the kernel packs output rows in tiles of 16 (a GGUF layer with another row count stays dense)
 Q4_TYPES = ("Q4_0", "Q4_1")
 
 
@@ -52,6 +53,18 @@ class Int4Weight:
         exact = self._expand(self.scale.double(), self.zero.double())
         return float((self.dense(torch.float64) - exact).abs().max())
 
+    @staticmethod
+    def quantize(weight: Tensor) -> Int4Weight:
+        """A dense [N, K] weight (K a multiple of 32) rounded to 4 bits per group of 32: the group's
+        minimum is code 0, its maximum code 15, the rest to nearest (Q4_1's recipe, for weights that
+        come from no GGUF block, such as a draft head's)."""
+        n, k = weight.shape
+        groups = weight.detach().float().view(n, k // GROUP, GROUP)
+        low = groups.amin(-1)
+        scale = ((groups.amax(-1) - low) / 15).clamp_min(torch.finfo(torch.float32).tiny)
+        codes = ((groups - low[..., None]) / scale[..., None]).round().clamp(0, 15).to(torch.uint8)
+        return Int4Weight(codes.view(n, k), scale, low + 8 * scale)
+
     def _expand(self, scale: Tensor, zero: Tensor) -> Tensor:
         n, k = self.codes.shape
         q = self.codes.to(scale.dtype).view(n, k // GROUP, GROUP) - 8
@@ -59,11 +72,17 @@ class Int4Weight:
 
 
 class Int4Linear(nn.Module):
-    """``nn.Linear`` without bias on an Int4Weight: x [..., K] (bfloat16) -> [..., N]."""
+    """``nn.Linear`` without bias on an Int4Weight: x [..., K] (bfloat16) -> [..., N]. The kernel packs
+    rows in tiles of 16: another row count is padded with zero rows, cut from the output."""
 
     def __init__(self, weight: Int4Weight) -> None:
         super().__init__()
         self.out_features, self.in_features = weight.codes.shape
+        if self.out_features % ROWS:
+            pad = ROWS - self.out_features % ROWS
+            weight = Int4Weight(
+                *(F.pad(getattr(weight, f), (0, 0, 0, pad)) for f in ("codes", "scale", "zero"))
+            )
         packed = torch._convert_weight_to_int4pack_for_cpu(weight.codes.to(torch.int32), 1)
         scales = torch.stack([weight.scale, weight.zero], dim=-1).transpose(0, 1)  # [K / 32, N, 2]
         self.packed: Tensor
@@ -74,7 +93,7 @@ class Int4Linear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         flat = x.reshape(-1, self.in_features)
         y = torch._weight_int4pack_mm_for_cpu(flat, self.packed, GROUP, self.scales_and_zeros)
-        return y.view(*x.shape[:-1], self.out_features)
+        return y[:, : self.out_features].reshape(*x.shape[:-1], self.out_features)
 
 
 def use_int4(model: nn.Module, weights: dict[str, Int4Weight]) -> list[str]:
