@@ -91,7 +91,7 @@ class DSparkHead(nn.Module):
         for an int4 target, whose bfloat16 activations the head shares. Between two forwards of the
         target the head's weights are out of cache, so its pass costs what reading them does: SmolLM2's
         shipped head, 2 AVX-512-BF16 cores, cache flushed, compiled: 1.29 ms a pass against 2.45 in
-        bfloat16; held-out open chat took as many steps either way (210 against 207 for 384 tokens).
+        bfloat16; greedy open chat took as many steps either way (210 against 207 for 384 tokens).
         The confidence layer, with its bias and one output, stays as it is."""
         for name, layer in list(self.named_children()):
             if isinstance(layer, nn.Linear) and layer.bias is None and layer.in_features % GROUP == 0:
