@@ -65,8 +65,9 @@ def test_dspark_threshold_and_tree_default_by_the_targets_dtype(engine: Engine, 
 
 
 def test_a_head_in_4_bits_drafts_about_as_well_as_in_bfloat16(smollm2_path: Path) -> None:
-    """For an int4 target the head is rounded to 4 bits, which makes its pass cheaper; its greedy drafts
-    must stay about as acceptable as the bfloat16 head's on prompts it never saw."""
+    """For an int4 target the head is rounded to 4 bits, which makes its pass cheaper; on prompts it
+    never saw its greedy steps must accept about as many tokens as the bfloat16 head's (measured: 0.52
+    a step either way, though the 4-bit head drafts a little more for them, 278 tokens against 242)."""
     target = Engine.load(smollm2_path, dtype="int4")
     int4 = build_drafter(parse_drafter_spec("dspark", tree=0), target)
     bf16 = HeadDrafter(load_head(SHIPPED, target.model.tok_embeddings.weight), threshold=0.1)
@@ -79,8 +80,8 @@ def test_a_head_in_4_bits_drafts_about_as_well_as_in_bfloat16(smollm2_path: Path
             for _ in speculative_decode(target.model, drafter, ids, GREEDY, max_new_tokens=48, k_max=7,
                                         stats=stats):  # fmt: skip
                 pass
-        rates.append(stats.accepted / stats.drafted)
-    assert rates[1] > 0.2 and rates[0] > 0.85 * rates[1], rates
+        rates.append(stats.accepted / stats.steps)  # tokens per target forward, less the one it adds
+    assert rates[1] > 0.3 and rates[0] > 0.85 * rates[1], rates
 
 
 @pytest.fixture(scope="module")
