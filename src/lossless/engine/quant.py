@@ -35,7 +35,8 @@ class Int4Weight:
     zero: Tensor  # [N, K / 32] float32: the weight of code 8
 
     def map_rows(self, fn: Callable[[Tensor], Tensor]) -> Int4Weight:
-        """The same rows rearranged by ``fn`` ([rows, cols] -> [rows, cols], e.g. un-permuting q/k)."""
+        """The rows rearranged by ``fn``, applied alike to codes, scale and zero (un-permuting q/k,
+        padding to the kernel's tiles)."""
         return Int4Weight(fn(self.codes), fn(self.scale), fn(self.zero))
 
     @staticmethod
@@ -80,9 +81,7 @@ class Int4Linear(nn.Module):
         self.out_features, self.in_features = weight.codes.shape
         if self.out_features % ROWS:
             pad = ROWS - self.out_features % ROWS
-            weight = Int4Weight(
-                *(F.pad(getattr(weight, f), (0, 0, 0, pad)) for f in ("codes", "scale", "zero"))
-            )
+            weight = weight.map_rows(lambda t: F.pad(t, (0, 0, 0, pad)))
         packed = torch._convert_weight_to_int4pack_for_cpu(weight.codes.to(torch.int32), 1)
         scales = torch.stack([weight.scale, weight.zero], dim=-1).transpose(0, 1)  # [K / 32, N, 2]
         self.packed: Tensor
