@@ -4,8 +4,10 @@ Every engine runs greedy in this one process, with the same threads and prompts,
 makes exactly N tokens. Decode speed is (N - 1) / (T(N) - T(1)), where T(n) is the wall time of a whole
 request making n tokens; T(1) (prefill and the first token) is reported too. Rounds are interleaved
 (every engine once per prompt per round), so a shared machine's load falls on all alike; the median
-over rounds and prompts is reported, with each row's ratio to llama.cpp's plain decoding on the same
-suite. The load average is printed before and after.
+over rounds and prompts is reported. Each row's ratio to llama.cpp's plain decoding is the median of the
+paired ratios (the same prompt in the same round, run one after the other, so the load they met was
+alike), with a bootstrap 95% CI of that median: a row is faster than llama.cpp only where the whole CI
+is above 1. The load average is printed before and after.
 
     lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks, bfloat16 activations), eager or
                      compiled (torch.compile; its start-up cost is printed), plainly or speculatively;
@@ -18,6 +20,7 @@ suite. The load average is printed before and after.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -30,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from speculative_speed import SUITES
 
+from lossless.analyze.stats import describe
 from lossless.config import native_bfloat16, parse_drafter_spec
 from lossless.engine.engine import Engine
 from lossless.engine.sampling import SamplingParams
@@ -98,6 +102,14 @@ def measure(runs: dict[str, Run], prompts: list[list[int]], n: int, rounds: int)
     return out
 
 
+def paired_ratio(mine: list, reference: list) -> tuple[float, float, float]:
+    """Median of the per-run ratios of decode speed (runs paired by prompt and round) and the bootstrap
+    95% CI of that median, computed on log ratios."""
+    d = describe([math.log(a / b) for (a, _), (b, _) in zip(mine, reference, strict=True)])
+    lo, hi = d.ci95["p50"]
+    return math.exp(d.p50 or 0.0), math.exp(lo), math.exp(hi)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2 Q4_1)")
@@ -118,16 +130,17 @@ def main() -> None:
     runs = {"llama.cpp": llama_cpp(path, opts.threads, context)}
     runs |= {name: ours(path, *ROWS[name], context) for name in opts.rows}
     encoder = Engine.load(path, max_context=context)
-    print(f"{'suite':<10}{'engine':<26}{'tok/s':>8}{'vs llama.cpp':>14}{'T(1) ms':>10}")
+    print(f"{'suite':<10}{'engine':<26}{'tok/s':>8}{'vs llama.cpp':>14}{'95% CI':>14}{'T(1) ms':>10}")
     for suite in opts.suites:
         texts = SUITES[suite][: opts.prompts]
         prompts = [encoder.chat_prompt([{"role": "user", "content": t}]) for t in texts]
         results = measure(runs, prompts, opts.new_tokens, opts.rounds)
-        base = statistics.median(r for r, _ in results["llama.cpp"])
         for name, values in results.items():
             rate = statistics.median(r for r, _ in values)
             first = statistics.median(t for _, t in values) * 1000
-            print(f"{suite:<10}{name:<26}{rate:>8.1f}{rate / base:>13.2f}x{first:>10.0f}", flush=True)
+            ratio, lo, hi = paired_ratio(values, results["llama.cpp"])
+            ci = f"{lo:.2f}-{hi:.2f}"
+            print(f"{suite:<10}{name:<26}{rate:>8.1f}{ratio:>13.2f}x{ci:>14}{first:>10.0f}", flush=True)
     print(f"load average {os.getloadavg()} after", file=sys.stderr)
 
 
