@@ -9,7 +9,8 @@ paired ratios (the same prompt in the same round, run one after the other, so th
 alike), with a bootstrap 95% CI of that median: a row is faster than llama.cpp only where the whole CI
 is above 1. The load average is printed before and after.
 
-    lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks, bfloat16 activations), eager or
+    lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks; on our kernel with int8 activations
+                     where the CPU has AVX-512 VNNI, else or if asked torch's with bfloat16), eager or
                      compiled (torch.compile; its start-up cost is printed), plainly or speculatively;
                      bfloat16 and int4 process prompts in float32 where the engine finds that faster
     llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain
@@ -40,19 +41,23 @@ from lossless.engine.sampling import SamplingParams
 from lossless.models import resolve
 
 Run = Callable[[list[int], int], None]  # (prompt ids, tokens to make)
-# row name -> (dtype, compiled, drafter spec); "llama.cpp" is the reference
+# row name -> (dtype, compiled, drafter spec, int4 kernel); "llama.cpp" is the reference
 ROWS = {
-    "float32": ("float32", False, "none"),
-    "bfloat16": ("bfloat16", False, "none"),
-    "int4": ("int4", False, "none"),
-    "int4 compiled": ("int4", True, "none"),
-    "int4 compiled + ngram": ("int4", True, "ngram"),
-    "int4 compiled + dspark": ("int4", True, "dspark"),
+    "float32": ("float32", False, "none", "auto"),
+    "bfloat16": ("bfloat16", False, "none", "auto"),
+    "int4": ("int4", False, "none", "auto"),
+    "int4 compiled": ("int4", True, "none", "auto"),
+    "int4 compiled + ngram": ("int4", True, "ngram", "auto"),
+    "int4 compiled + dspark": ("int4", True, "dspark", "auto"),
+    "int4 torch-kernel compiled": ("int4", True, "none", "torch"),
+    "int4 torch-kernel compiled + dspark": ("int4", True, "dspark", "torch"),
 }
 
 
-def ours(path: Path, dtype: str, compiled: bool, spec: str, context: int) -> Run:
-    engine = Engine.load(path, dtype=dtype, max_context=context)
+def ours(path: Path, dtype: str, compiled: bool, spec: str, kernel: str, context: int) -> Run:
+    engine = Engine.load(path, dtype=dtype, max_context=context, int4_kernel=kernel)
+    if engine.int4_kernel is not None:
+        print(f"  {dtype} {spec}: int4 layers on {engine.int4_kernel[1]}", file=sys.stderr)
     if spec != "none":
         engine.use_drafter(parse_drafter_spec(spec))
     if compiled:  # as `serve --compile` does: the target's graphs, and a draft head's pass

@@ -22,6 +22,7 @@ from test_speculative_mc import (
 from tiny_gguf import write_gguf
 
 from lossless.config import parse_drafter_spec
+from lossless.engine import q4_kernel
 from lossless.engine.drafts import ModelDrafter
 from lossless.engine.engine import Engine
 from lossless.engine.gguf import dequantize, q4_weight
@@ -32,6 +33,8 @@ from lossless.engine.sampling import SamplingParams
 from lossless.errors import UsageError
 
 Q = gguf.GGMLQuantizationType
+# the int4 kernels on this machine: torch's everywhere, ours (q8) where it builds
+KERNELS = ["torch"] + (["q8"] if q4_kernel.available() is None else [])
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
@@ -55,7 +58,7 @@ def test_codes_scale_and_zero_mean_what_the_file_means(kind: Q) -> None:
 
 def test_int4_linear_is_the_dense_product_of_the_same_weights() -> None:
     weight = q4_weight("Q4_1", blocks(Q.Q4_1, 64, 128, seed=1), (64, 128))
-    layer = Int4Linear(weight)
+    layer = Int4Linear(weight, "torch")  # ours: test_q4_kernel
     x = torch.randn(2, 5, 128).to(torch.bfloat16)
     dense = x.double() @ weight.dense(torch.float64).T
     torch.testing.assert_close(layer(x).double(), dense, rtol=0.02, atol=0.05)
@@ -72,7 +75,7 @@ def test_a_dense_weight_is_rounded_to_4_bits_per_group_and_multiplied_with_any_r
     off = (q.dense(torch.float64) - weight.double()).abs()  # half a step, plus bfloat16's scale and zero
     assert bool((off <= step * 0.5 + q.rounding_error() + 1e-6).all())
     assert float(off.max()) > float(step.max()) * 0.4  # it did round
-    layer = Int4Linear(q)
+    layer = Int4Linear(q, "torch")
     x = torch.randn(3, 96).to(torch.bfloat16)
     assert layer(x).shape == (3, 37)
     torch.testing.assert_close(layer(x).double(), x.double() @ q.dense(torch.float64).T, rtol=0.02, atol=0.05)
@@ -110,17 +113,21 @@ def test_int4_needs_q4_blocks(tiny_checkpoint: Path, tmp_path: Path) -> None:
         Engine.load(write_gguf(tiny_checkpoint, tmp_path / "f32.gguf"), dtype="int4")
 
 
-def test_prompts_in_float32_fill_the_cache_that_int4_decoding_reads(q4_gguf: Path) -> None:
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_prompts_in_float32_fill_the_cache_that_int4_decoding_reads(q4_gguf: Path, kernel_name: str) -> None:
     """The float32 prompt twin holds the weights the int4 kernel computes with, writes the int4 model's own
     (bfloat16) cache, and its prompt is nearer float32's than the bfloat16 path's; decoding then reads it."""
-    wide, narrow = (Engine.load(q4_gguf, dtype="int4", float32_prompts=f) for f in (True, False))
+    wide, narrow = (
+        Engine.load(q4_gguf, dtype="int4", float32_prompts=f, int4_kernel=kernel_name) for f in (True, False)
+    )
     dense = Engine.load(q4_gguf, dtype="float32")
     assert (wide.prompt_dtype, narrow.prompt_dtype) == ("float32", "int4")
     assert narrow.model.prompt_model is None
     twin = wide.model.prompt_model
     assert twin is not None and twin.output.weight.dtype == torch.float32
     int4 = int4_weight_of(q4_gguf, "layers.0.feed_forward.w2")
-    assert torch.equal(twin.layers[0].feed_forward.w2.weight, int4.dense(torch.float32))
+    assert wide.int4_kernel is not None and wide.int4_kernel[0] == kernel_name
+    assert torch.equal(twin.layers[0].feed_forward.w2.weight, int4.dense(torch.float32, kernel_name))
     ids = wide.encode("Hello, world! How are you today? I am fine, thank you.")
     x, pos = torch.tensor([ids]), torch.arange(len(ids))
     with torch.inference_mode():
@@ -131,10 +138,13 @@ def test_prompts_in_float32_fill_the_cache_that_int4_decoding_reads(q4_gguf: Pat
         assert twin.layers[1].attention.kv_cache is cache and bool(cache.k[0, :, : len(ids)].abs().sum() > 0)
         bf16 = narrow.model(x, pos, prompt=True)[0]
     assert (got.float() - want).abs().max() < (bf16.float() - want).abs().max()
-    # decoding after either prompt: the same greedy tokens (the prompts' roundings are far below the gaps)
+    # decoding after either prompt: the same greedy tokens, the prompts' roundings being far below this
+    # random model's gaps in bfloat16 activations; in int8 ones (q8) they are not (token 7 of 16 differs)
     params = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
     texts = [[t for d in e.generate(ids, params) for t in d.token_ids] for e in (wide, narrow)]
-    assert texts[0] == texts[1]
+    assert len(texts[0]) == len(texts[1]) == 16
+    if kernel_name == "torch":
+        assert texts[0] == texts[1]
 
 
 def int4_weight_of(path: Path, name: str) -> Int4Weight:
@@ -143,11 +153,12 @@ def int4_weight_of(path: Path, name: str) -> Int4Weight:
     return load_gguf(path, torch.bfloat16, int4=True).int4[name]
 
 
+@pytest.mark.parametrize("kernel_name", KERNELS)
 @pytest.mark.parametrize("float32_prompts", [True, False])
-def test_int4_greedy_speculative_equals_plain(q4_gguf: Path, float32_prompts: bool) -> None:
+def test_int4_greedy_speculative_equals_plain(q4_gguf: Path, float32_prompts: bool, kernel_name: str) -> None:
     """Every draft verified in one forward over several tokens, against one-token steps: the same tokens,
-    with the prompt processed in float32 or in the decoding's own numerics."""
-    target = Engine.load(q4_gguf, dtype="int4", float32_prompts=float32_prompts)
+    with the prompt processed in float32 or in the decoding's own numerics, on either int4 kernel."""
+    target = Engine.load(q4_gguf, dtype="int4", float32_prompts=float32_prompts, int4_kernel=kernel_name)
     prompt = target.encode("def main():\n    return 42\ndef main():\n    return 42\ndef")
     params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
     plain = [t for d in target.generate(prompt, params) for t in d.token_ids]
@@ -156,8 +167,11 @@ def test_int4_greedy_speculative_equals_plain(q4_gguf: Path, float32_prompts: bo
     deltas = list(target.generate(prompt, params))
     assert [t for d in deltas for t in d.token_ids] == plain
     assert len(set(plain)) > 5
-    # the draft is the target's own file: every greedy draft is accepted, so steps verify 5 tokens
-    assert deltas[-1].stats["accepted"] == deltas[-1].stats["drafted"] > 0
+    # the draft is the target's own file: every greedy draft is accepted, so steps verify 5 tokens. On q8
+    # the draft's cache, written by its own one-token steps, may round an activation to another int8 code
+    # than the target's five-token verification: an odd draft is rejected (1 of 20 here), the tokens the same
+    stats = deltas[-1].stats
+    assert stats["accepted"] == stats["drafted"] > 0 if kernel_name == "torch" else stats["accepted"] > 10
 
 
 def test_an_int4_targets_draft_without_q4_blocks_is_loaded_dense(

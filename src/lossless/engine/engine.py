@@ -23,6 +23,7 @@ from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, Dr
 from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
 from lossless.engine.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
 from lossless.engine.packed import PackedLinear, pack_output
+from lossless.engine.quant import kernel
 from lossless.engine.sampling import SamplingParams, make_generator
 from lossless.engine.speculative import Drafter, SpecStats, speculative_decode
 from lossless.errors import CheckpointError, UsageError
@@ -85,15 +86,17 @@ class Engine:
         name: str | None = None,
         max_context: int | None = None,
         float32_prompts: bool | None = None,
+        int4_kernel: str | None = None,
     ) -> None:
-        self.model, prompts = build_model(checkpoint, max_context, float32_prompts)
+        self.model, prompts = build_model(checkpoint, max_context, float32_prompts, int4_kernel)
         self.tokenizer: Tokenizer = checkpoint.tokenizer
         self.args = checkpoint.args
         self.name = name or checkpoint.name
         self.max_context = self.model.max_seq_len
-        # the served numerics: the weights' dtype, or int4 (the file's 4-bit blocks, bfloat16 activations),
-        # and the dtype prompts are processed in (float32 where bfloat16 would be slow, `build_model`)
+        # the served numerics: the weights' dtype, or int4 (the file's 4-bit blocks) with the kernel that
+        # multiplies them, and the dtype prompts are processed in (float32 where bfloat16 would be slow)
         self.dtype = "int4" if checkpoint.int4 else str(self.model.output.weight.dtype).removeprefix("torch.")
+        self.int4_kernel = kernel(int4_kernel) if checkpoint.int4 else None  # (name, why): `quant.kernel`
         self.prompt_dtype = "float32" if self.model.prompt_model is not None else self.dtype
         self.prompt_choice = prompts  # what processes prompts and why (None for float32 weights)
         self.packed_output = isinstance(self.model.output, PackedLinear)  # oneDNN's packed weight
@@ -124,10 +127,12 @@ class Engine:
         dtype: str = "float32",
         max_context: int | None = None,
         float32_prompts: bool | None = None,
+        int4_kernel: str | None = None,
     ) -> Engine:
         """A ``*.gguf`` file or a Hugging Face directory -> Engine; a bad checkpoint -> CheckpointError.
         ``float32_prompts``: process prompts of bfloat16 or int4 weights in float32 (None: where this CPU
-        has no bfloat16 instructions, or where measured faster at load, `prompts.choose_prompt_model`)."""
+        has no bfloat16 instructions, or where measured faster at load, `prompts.choose_prompt_model`).
+        ``int4_kernel``: auto, q8 or torch (`quant.kernel`; None reads ``LOSSLESS_INT4_KERNEL``)."""
         import torch
 
         from lossless.models import EMBEDDED
@@ -157,8 +162,13 @@ class Engine:
         else:
             raise CheckpointError(f"{path.name}: expected a .gguf file or a Hugging Face model directory")
         embedded = {m.filename: m.name for m in EMBEDDED.values()}
+        name = embedded.get(path.name)
         return cls(
-            checkpoint, name=embedded.get(path.name), max_context=max_context, float32_prompts=float32_prompts
+            checkpoint,
+            name=name,
+            max_context=max_context,
+            float32_prompts=float32_prompts,
+            int4_kernel=int4_kernel,
         )
 
     def compile(self) -> float:
@@ -262,7 +272,10 @@ class Engine:
 
 
 def build_model(
-    checkpoint: Checkpoint, max_context: int | None = None, float32_prompts: bool | None = None
+    checkpoint: Checkpoint,
+    max_context: int | None = None,
+    float32_prompts: bool | None = None,
+    int4_kernel: str | None = None,
 ) -> tuple[Transformer, str | None]:
     """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions,
     and a line saying what processes its prompts (None for float32 weights).
@@ -279,14 +292,15 @@ def build_model(
     if checkpoint.int4:
         from lossless.engine.quant import use_int4
 
-        use_int4(model, checkpoint.int4)
+        use_int4(model, checkpoint.int4, int4_kernel)
     model.setup_cache(max_context)
     pack_output(model)  # a bfloat16 output layer on a CPU that computes bfloat16: packed once
     if model.output.weight.dtype != torch.bfloat16:
         return model.eval(), None
 
     def twin() -> Transformer:
-        exact = {f"{name}.weight": w.dense(torch.float32) for name, w in checkpoint.int4.items()}
+        chosen = kernel(int4_kernel)[0]
+        exact = {f"{name}.weight": w.dense(torch.float32, chosen) for name, w in checkpoint.int4.items()}
         wide = {name: exact[name] if name in exact else w.float() for name, w in weights.items()}
         return _holding(checkpoint.args, wide).eval()
 
@@ -327,16 +341,21 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
         from lossless.engine.head_drafter import HeadDrafter
 
         head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
-        if target.dtype == "int4":
-            head.use_int4()
+        if target.int4_kernel is not None:
+            head.use_int4(target.int4_kernel[0])
         threshold = _for_dtype(DSPARK_THRESHOLD, target.dtype) if spec.threshold is None else spec.threshold
         tree = _for_dtype(DSPARK_TREE, target.dtype) if spec.tree is None else spec.tree
         return HeadDrafter(head, threshold, lookup=NgramDrafter(spec.k), tree=tree)
     assert spec.path is not None
     wide = target.model.prompt_model is not None
+    kernel_name = target.int4_kernel[0] if target.int4_kernel is not None else None
     try:
         draft = Engine.load(
-            spec.path, dtype=target.dtype, max_context=target.max_context, float32_prompts=wide
+            spec.path,
+            dtype=target.dtype,
+            max_context=target.max_context,
+            float32_prompts=wide,
+            int4_kernel=kernel_name,
         )
     except UsageError:  # an int4 target's draft without Q4 blocks: the same activations, dense weights
         if target.dtype != "int4":

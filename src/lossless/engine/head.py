@@ -86,17 +86,18 @@ class DSparkHead(nn.Module):
         self.dropout = 0.0  # training only: a few hundred prompts are memorised without it
         self.out_int4: Int4Linear | None = None  # ``out_embed`` in 4 bits (`use_int4`)
 
-    def use_int4(self) -> None:
+    def use_int4(self, kernel_name: str | None = None) -> None:
         """Hold the weights in 4 bits (`quant.Int4Weight.quantize`), multiplied by the int4 kernel:
         for an int4 target, whose bfloat16 activations the head shares. Between two forwards of the
         target the head's weights are out of cache, so its pass costs what reading them does: SmolLM2's
         shipped head, 2 AVX-512-BF16 cores, cache flushed, compiled: 1.29 ms a pass against 2.45 in
         bfloat16; greedy open chat took as many steps either way (210 against 207 for 384 tokens).
-        The confidence layer, with its bias and one output, stays as it is."""
+        The confidence layer, with its bias and one output, stays as it is. ``kernel_name``: the target's
+        int4 kernel (`quant.kernel`)."""
         for name, layer in list(self.named_children()):
             if isinstance(layer, nn.Linear) and layer.bias is None and layer.in_features % GROUP == 0:
-                setattr(self, name, Int4Linear(Int4Weight.quantize(layer.weight)))
-        self.out_int4 = Int4Linear(Int4Weight.quantize(self.out_embed))
+                setattr(self, name, Int4Linear(Int4Weight.quantize(layer.weight), kernel_name))
+        self.out_int4 = Int4Linear(Int4Weight.quantize(self.out_embed), kernel_name)
 
     def states(self, hidden: Tensor, tokens: Tensor, valid: Tensor | None = None) -> Tensor:
         """hidden [B, W, d], tokens [B, W] (each position's next token), valid [B, W] -> s [B, K, d]."""

@@ -145,18 +145,19 @@ def _warm_grammars(engine: Engine) -> None:
 
 def fingerprint(engine: Engine) -> str:
     """OpenAI's system_fingerprint names the backend configuration that produced a response; ours says
-    what changes the numbers: the version, the weights' dtype, the prompts' where it differs, whether
-    the output layer on a packed weight (`engine.packed`), compiled, and the drafter
-    (lossless-0.1.0-float32-ngram, lossless-0.1.0-int4-float32prompts-compiled-none,
-    lossless-0.1.0-int4-packed-compiled-dspark). A verify or bench record carries it, so two
-    runs show whether the same thing served them."""
+    what changes the numbers: the version, the weights' dtype (int4q8: int4 on our kernel, activations
+    in int8 as llama.cpp's, `quant.kernel`), the prompts' where it differs, whether the output layer on
+    a packed weight (`engine.packed`), compiled, and the drafter (lossless-0.1.0-float32-ngram,
+    lossless-0.1.0-int4-float32prompts-compiled-none, lossless-0.1.0-int4q8-packed-compiled-dspark).
+    A verify or bench record carries it, so two runs show whether the same thing served them."""
     from lossless import __version__
 
     drafter = engine.spec.kind if engine.spec is not None else "none"
+    dtype = "int4q8" if engine.int4_kernel is not None and engine.int4_kernel[0] == "q8" else engine.dtype
     prompts = f"-{engine.prompt_dtype}prompts" if engine.prompt_dtype != engine.dtype else ""
     packed = "-packed" if engine.packed_output else ""
     compiled = "-compiled" if engine.compiled else ""
-    return f"lossless-{__version__}-{engine.dtype}{prompts}{packed}{compiled}-{drafter}"
+    return f"lossless-{__version__}-{dtype}{prompts}{packed}{compiled}-{drafter}"
 
 
 def _served(request: Request) -> Served:

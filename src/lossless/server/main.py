@@ -137,6 +137,8 @@ def serve(config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> None:
         line += f" (listening on all interfaces, {config.host})"
     # the URL line comes first (scripts read it), the weights' dtype and why just after it
     lines = [line, f"lossless: {reason}"]
+    if loaded.engine.int4_kernel is not None:
+        lines.append(f"lossless: int4 layers on {loaded.engine.int4_kernel[1]}")
     if loaded.engine.prompt_choice is not None:
         lines.append(f"lossless: {loaded.engine.prompt_choice}")
     if loaded.engine.packed_output:
