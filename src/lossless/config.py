@@ -32,7 +32,8 @@ class ServeConfig:
 # --- the weights' dtype ---------------------------------------------------------------------------
 
 # what --dtype accepts (the engine also loads float64, for tests); int4: the GGUF's own Q4_0 / Q4_1 blocks
-# with bfloat16 activations (engine/quant.py), the rest of the weights in bfloat16
+# (engine/quant.py: on our kernel, activations rounded to int8 per block, else torch's with bfloat16
+# ones), the rest of the weights and the activations between layers in bfloat16
 DTYPES = ("auto", "int4", "bfloat16", "float32")
 
 # auto's rule: bfloat16 where the CPU has bfloat16 instructions (x86 avx512_bf16 or amx_bf16, an aarch64
@@ -61,7 +62,7 @@ def resolve_dtype(name: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str
         if name not in (*DTYPES, "float64"):
             raise UsageError(f"--dtype: expected one of {', '.join(DTYPES)}; got {name!r}")
         if name == "int4":
-            return name, "int4 weights (the file's Q4_0 / Q4_1 blocks, bfloat16 activations), as asked"
+            return name, "int4 weights (the file's Q4_0 / Q4_1 blocks), as asked"
         return name, f"{name} weights, as asked"
     native = native_bfloat16(cpuinfo)
     if native:

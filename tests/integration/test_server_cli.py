@@ -16,6 +16,7 @@ from tiny_gguf import Q, write_gguf
 
 from lossless.config import native_bfloat16
 from lossless.engine.packed import can_pack
+from lossless.engine.quant import kernel
 
 
 def test_serve_announces_its_url_on_stderr_and_stops_on_ctrl_c(tiny_checkpoint: Path) -> None:
@@ -58,13 +59,12 @@ def test_serve_int4_compiled_says_so_and_answers(tiny_checkpoint: Path, tmp_path
     try:
         url = _read_line(proc, timeout_s=300).rsplit(" ", 1)[-1]
         assert proc.stderr is not None  # the next lines came in the same write as the URL's: buffered
-        said = [proc.stderr.readline().strip()]  # then what processes prompts, the packed layer, compile
-        while not said[-1].startswith("lossless: forward passes compiled in ") and len(said) < 5:
+        said = [proc.stderr.readline().strip()]  # then the kernel, prompts, the packed layer, compile
+        while not said[-1].startswith("lossless: forward passes compiled in ") and len(said) < 6:
             said.append(proc.stderr.readline().strip())
-        assert (
-            said[0]
-            == "lossless: int4 weights (the file's Q4_0 / Q4_1 blocks, bfloat16 activations), as asked"
-        )
+        assert said[0] == "lossless: int4 weights (the file's Q4_0 / Q4_1 blocks), as asked"
+        kernel_name, why = kernel()
+        assert said.pop(1) == f"lossless: int4 layers on {why}"
         # prompts in float32 where the CPU has no bfloat16 instructions, else whichever measured faster
         assert said[1].startswith("lossless: prompts processed in ")
         wide = said[1].startswith("lossless: prompts processed in float32 (")
@@ -81,7 +81,8 @@ def test_serve_int4_compiled_says_so_and_answers(tiny_checkpoint: Path, tmp_path
         with httpx.Client(trust_env=False, timeout=60) as client:
             reply = client.post(url + "/chat/completions", json=body).json()
         prompts = "-float32prompts" if wide else ""
-        fingerprint = f"-int4{prompts}{'-packed' if can_pack() else ''}-compiled-ngram"
+        dtype = "int4q8" if kernel_name == "q8" else "int4"
+        fingerprint = f"-{dtype}{prompts}{'-packed' if can_pack() else ''}-compiled-ngram"
         assert reply["system_fingerprint"].endswith(fingerprint)
         assert reply["usage"]["completion_tokens"] >= 1
         proc.send_signal(signal.SIGINT)

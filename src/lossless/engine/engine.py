@@ -138,7 +138,8 @@ class Engine:
         from lossless.models import EMBEDDED
 
         path = Path(path)
-        # int4 computes in bfloat16: the kernel is fast only with bfloat16 activations
+        # int4 computes in bfloat16 between its layers: torch's int4 kernel is fast only with bfloat16
+        # activations (ours rounds them to int8 per block, `quant.kernel`)
         compute = "bfloat16" if dtype == "int4" else dtype
         torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}.get(
             compute
