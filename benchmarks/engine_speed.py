@@ -10,7 +10,7 @@ alike), with a bootstrap 95% CI of that median: a row is faster than llama.cpp o
 is above 1. The load average is printed before and after.
 
     lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks; on our kernel with int8 activations
-                     where the CPU has AVX-512 VNNI, else or if asked torch's with bfloat16), eager or
+                     where the CPU has AVX-512 VNNI or AVX2, else or if asked torch's with bfloat16), eager or
                      compiled (torch.compile; its start-up cost is printed), plainly or speculatively;
                      bfloat16 and int4 process prompts in float32 where the engine finds that faster
     llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain

@@ -122,9 +122,8 @@ class Int4Linear(nn.Module):
         self.packed: Tensor
         self.scales: Tensor
         if self.kernel == "q8":
-            offset = (
-                weight.zero.double() - 8 * weight.scale.double()
-            ).float()  # a weight: scale * q + offset
+            # ours reads a weight as scale * q + offset (torch's as (q - 8) * scale + zero)
+            offset = (weight.zero.double() - 8 * weight.scale.double()).float()
             packed, scales = q4_kernel.pack(weight.codes, weight.scale, offset)
             self.q4_linear = q4_kernel.op()  # held: torch.compile traces the call, not the lookup
         else:
