@@ -69,6 +69,18 @@ def test_the_kernel_is_llama_cpps_product_to_float32_rounding(kind: Q, rows: int
     assert float((got.double() - exact).norm() / exact.norm()) < 0.02
 
 
+@pytest.mark.skipif(len(BUILT) < 2, reason="one instruction set here: nothing to compare")
+def test_every_instruction_set_gives_the_same_bits() -> None:
+    """Integer sums are exact and the float steps run in the same order per row: an AVX2 machine
+    serves the numerics an AVX-512 one does."""
+    weight = Int4Weight.quantize(torch.randn(96, 576, generator=torch.Generator().manual_seed(2)))
+    packed = q4_kernel.pack(weight.codes, weight.scale, weight.zero - 8 * weight.scale)
+    for rows in (1, 3, 40):
+        x = torch.randn(rows, 576).to(torch.bfloat16)
+        outs = [q4_kernel.q4_linear(x, *packed, isa=isa) for isa in BUILT]
+        assert all(torch.equal(outs[0], out) for out in outs[1:])
+
+
 @needs_kernel
 def test_packing_keeps_every_code_scale_and_offset_in_place() -> None:
     """Unpack the kernel's layout by its own description and get the weights back."""
