@@ -129,10 +129,10 @@ DSPARK_THRESHOLD = {"bfloat16": 0.1, "float32": 0.3, "int4": 0.1}  # int4 comput
 # distinct draws for the first position of sampled ones). Open chat, benchmarks/speculative_speed.py,
 # bfloat16: greedy 1.68x against one chain's 1.28x, temperature 1 1.29x against 1.26x (accepted length
 # 1.56 against 1.44); trees of 2-10 measured, 4 best. float32: greedy 1.13x against 0.90x, temperature
-# 1 0.96x against 0.87x. int4: 2, since torch's int4 kernel multiplies 4 rows at a time, so verifying 5
-# tokens costs what 8 do (compiled, 2 AVX-512 cores: 12.6 ms for one token, 17.7 for 4, 25.3 for 5);
-# greedy open chat 83.7 tok/s with 2 candidates, 76.0 with 3, 65.0 with 4 (plain 77.3), the same 1.76
-# accepted length with 2 and 3.
+# 1 0.96x against 0.87x. int4: 2 (tuned on torch's kernel; ours not re-tuned), since torch's int4 kernel
+# multiplies 4 rows at a time, so verifying 5 tokens costs what 8 do (compiled, 2 AVX-512 cores: 12.6 ms
+# for one token, 17.7 for 4, 25.3 for 5); greedy open chat 83.7 tok/s with 2 candidates, 76.0 with 3,
+# 65.0 with 4 (plain 77.3), the same 1.76 accepted length with 2 and 3.
 DSPARK_TREE = {"bfloat16": 4, "float32": 4, "int4": 2}
 
 
