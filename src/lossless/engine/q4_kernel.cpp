@@ -50,6 +50,20 @@ Activations quantize(const T* x, int64_t m, int64_t k) {
   return a;
 }
 
+// Activation row `row`'s int8 codes for chunk j of block b, 4 bytes each: columns 4j..4j+3 (against the
+// low nibbles) and 16+4j..16+4j+3 (against the high ones)
+struct Words {
+  int32_t low, high;
+};
+
+inline Words words(const Activations& a, int64_t row, int64_t k, int64_t b, int j) {
+  const int8_t* x = a.q.data() + row * k + b * kBlock + 4 * j;
+  Words w;
+  std::memcpy(&w.low, x, 4);
+  std::memcpy(&w.high, x + 16, 4);
+  return w;
+}
+
 #if defined(__AVX512VNNI__)
 // MR activation rows (one to four) against one group of 16 weight rows -> out[r * ldo + 0..15]
 template <int MR>
@@ -66,12 +80,9 @@ void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, 
       const __m512i w = _mm512_loadu_si512(codes + b * kBytes + j * 64);
       const __m512i lo = _mm512_and_si512(w, low), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
       for (int r = 0; r < MR; r++) {
-        const int8_t* x = a.q.data() + (row0 + r) * k + b * kBlock + 4 * j;
-        int32_t x0, x1;
-        std::memcpy(&x0, x, 4);
-        std::memcpy(&x1, x + 16, 4);
-        dot[r] = _mm512_dpbusd_epi32(dot[r], lo, _mm512_set1_epi32(x0));
-        dot[r] = _mm512_dpbusd_epi32(dot[r], hi, _mm512_set1_epi32(x1));
+        const Words x = words(a, row0 + r, k, b, j);
+        dot[r] = _mm512_dpbusd_epi32(dot[r], lo, _mm512_set1_epi32(x.low));
+        dot[r] = _mm512_dpbusd_epi32(dot[r], hi, _mm512_set1_epi32(x.high));
       }
     }
     const __m512 d = _mm512_loadu_ps(scales + b * 2 * kRows), m = _mm512_loadu_ps(scales + b * 2 * kRows + kRows);
@@ -102,12 +113,9 @@ void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, 
         const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + b * kBytes + j * 64 + h * 32));
         const __m256i lo = _mm256_and_si256(w, low), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
         for (int r = 0; r < MR; r++) {
-          const int8_t* x = a.q.data() + (row0 + r) * k + b * kBlock + 4 * j;
-          int32_t x0, x1;
-          std::memcpy(&x0, x, 4);
-          std::memcpy(&x1, x + 16, 4);
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(x0)),
-                                             _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x1)));
+          const Words x = words(a, row0 + r, k, b, j);
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(x.low)),
+                                             _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x.high)));
           dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones));
         }
       }

@@ -133,10 +133,11 @@ def _build(compiler: str, isa: str) -> Path:
     return target
 
 
-def _cpu_flags() -> set[str]:
+@functools.cache  # read once: every int4 layer asks for its operator
+def _cpu_flags() -> frozenset[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
+        return frozenset()
     line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
+    return frozenset(line.partition(":")[2].split())
