@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import sse_server
 
+from lossless.bench.loop import frozen_heap, loop_factory
 from lossless.client.call import CallOptions, Job, call
+from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
+from lossless.client.prompt import Prompt
 from lossless.client.sse import SSEParser
-from lossless.endpoints import Endpoint
-from lossless.run import frozen_heap, loop_factory
-from lossless.workload.prompts import Prompt
 
 
 def _job(url: str, i: int = 0) -> Job:

@@ -34,10 +34,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from speculative_speed import SUITES
 
-from lossless.analyze.stats import describe
-from lossless.config import native_bfloat16, parse_drafter_spec
+from lossless.analyze.distribution import describe
+from lossless.engine.cpu import native_bfloat16
 from lossless.engine.engine import Engine
-from lossless.engine.sampling import SamplingParams
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.spec import parse_drafter_spec
 from lossless.models import resolve
 
 Run = Callable[[list[int], int], None]  # (prompt ids, tokens to make)

@@ -27,22 +27,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 
 from third_party import LlamaCppServer, requantize
 
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.inspect import precision
 
 RIGHT = {"ours float32": "float32", "ours bfloat16": "bfloat16", "llama.cpp Q2_K": "llama.cpp Q2_K"}
 
 
 def servers(stack: ExitStack, gguf: Path, q2k: Path) -> tuple[dict[str, Endpoint], dict[str, Endpoint]]:
-    from lossless.config import ServeConfig
     from lossless.server.launch import start_embedded
     from lossless.server.main import load_model
+    from lossless.server.options import ServeOptions
 
     refs, cands = {}, {}
     for dtype in ("float32", "bfloat16"):
-        loaded = load_model(ServeConfig(model=str(gguf), dtype=dtype))
+        loaded = load_model(ServeOptions(model=str(gguf), dtype=dtype))
         for side in (refs, cands):
-            url = stack.enter_context(start_embedded(ServeConfig(dtype=dtype), loaded=loaded))
+            url = stack.enter_context(start_embedded(ServeOptions(dtype=dtype), loaded=loaded))
             side[dtype if side is refs else f"ours {dtype}"] = Endpoint(dtype, url, loaded.name)
     for name, path in (("llama.cpp Q4_1", gguf), ("llama.cpp Q2_K", q2k)):
         refs[name] = Endpoint(name, stack.enter_context(LlamaCppServer(path)).url, "smol")

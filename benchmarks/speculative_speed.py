@@ -42,13 +42,13 @@ from typing import Any
 
 import torch
 
-from lossless.config import parse_drafter_spec
 from lossless.draft.data import bundled_prompts
 from lossless.engine.engine import Engine, build_drafter
-from lossless.engine.generate import Accepted, generate_text, plain_tokens
-from lossless.engine.head_drafter import HeadDrafter
-from lossless.engine.sampling import SamplingParams, make_generator
-from lossless.engine.speculative import SpecStats, speculative_decode
+from lossless.engine.model.generate import Accepted, generate_text, plain_tokens
+from lossless.engine.model.sampling import SamplingParams, make_generator
+from lossless.engine.speculate.head_drafter import HeadDrafter
+from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.speculate.speculative import SpecStats, speculative_decode
 from lossless.models import resolve
 
 PARAGRAPH = (

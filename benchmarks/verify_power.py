@@ -24,13 +24,13 @@ sys.path[:0] = [str(Path(__file__).parents[1] / "tests" / "support")]
 import lossy_engines as le  # noqa: E402
 from tiny_checkpoint import write_tiny_checkpoint  # noqa: E402
 
-from lossless.config import ServeConfig  # noqa: E402
-from lossless.endpoints import Endpoint  # noqa: E402
+from lossless.client.endpoints import Endpoint  # noqa: E402
 from lossless.engine.engine import Engine  # noqa: E402
 from lossless.server.launch import start_embedded  # noqa: E402
+from lossless.server.options import ServeOptions  # noqa: E402
 from lossless.verify.budget import BUDGETS  # noqa: E402
 from lossless.verify.result import VerifyConfig  # noqa: E402
-from lossless.verify.stage import verify  # noqa: E402
+from lossless.verify.run import verify  # noqa: E402
 
 # name -> (build, lossy). The no-residual bug moves mass only where a draft is rejected, so how much it
 # shows depends on the drafter: on the talkative checkpoint n-grams draft ~5% of positions (the text
@@ -71,7 +71,7 @@ def main() -> None:
     budget = BUDGETS["default"]
     if args.repeats is not None:
         budget = replace(budget, repeats=args.repeats)
-    with start_embedded(ServeConfig(), loaded=le.loaded(Engine.load(ckpt))) as base:
+    with start_embedded(ServeOptions(), loaded=le.loaded(Engine.load(ckpt))) as base:
         for name, (build, lossy) in CANDIDATES.items():
             if args.only and args.only not in name:
                 continue
@@ -79,7 +79,7 @@ def main() -> None:
             evidence: Counter[str] = Counter()  # which tests "different" rested on
             contexts_p: list[float] = []  # the contexts test's raw p-value, seed by seed
             start = time.perf_counter()
-            with start_embedded(ServeConfig(), loaded=le.loaded(build(ckpt))) as url:
+            with start_embedded(ServeOptions(), loaded=le.loaded(build(ckpt))) as url:
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     config = VerifyConfig(budget, seed=seed)
                     result = asyncio.run(

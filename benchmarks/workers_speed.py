@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import sse_server
 
-from lossless.records import read_jsonl
-from lossless.run import loop_factory
+from lossless.bench.loop import loop_factory
+from lossless.rundir import read_jsonl
 
 _EVENT = re.compile(rb'"content":"(\d+) "')
 

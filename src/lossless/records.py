@@ -1,4 +1,4 @@
-"""One flat, frozen record per request attempt, and its JSONL persistence.
+"""One flat, frozen record per request attempt: its JSON line, and the checks of one read back.
 
 Times are raw ``time.perf_counter_ns`` readings of one monotonic clock; everything derived (TTFT, TPOT,
 stalls, goodput) is computed in ``analyze`` and never stored here. Errors are data: a failed attempt is a
@@ -8,10 +8,9 @@ record with ``error_kind`` set, never an exception and never dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields, replace
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 # Per-event kinds in ``RequestRecord.event_kinds`` (one character per SSE event):
 CONTENT = "c"  # answer text
@@ -159,32 +158,39 @@ def _moved(r: RequestRecord, by: int) -> RequestRecord:
     )  # fmt: skip
 
 
-class JsonlWriter:
-    """Appends one line per record and flushes it, so a killed run loses nothing that finished."""
+# --- a record read back (records.jsonl is the user's file once written) ------------------------------
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = path.open("a", encoding="utf-8")
-
-    def write(self, record: RequestRecord) -> None:
-        self._file.write(to_json(record) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
+_INT64 = 1 << 63  # the records' times are perf_counter_ns readings; a larger int is no time
 
 
-def read_jsonl(path: Path) -> Iterator[RequestRecord]:
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield from_json(line)
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64
 
 
-def write_jsonl(path: Path, records: Iterable[RequestRecord]) -> None:
-    writer = JsonlWriter(path)
-    try:
-        for r in records:
-            writer.write(r)
-    finally:
-        writer.close()
+# RequestRecord's field annotations (strings: records.py uses postponed annotations) -> a test of a value
+_BY_ANNOTATION: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "str | None": lambda v: v is None or isinstance(v, str),
+    "int": _int,
+    "int | None": lambda v: v is None or _int(v),
+    "bool": lambda v: isinstance(v, bool),
+    "tuple[int, ...]": lambda v: isinstance(v, tuple) and all(_int(x) for x in v),
+    "tuple[tuple[str, str], ...]": lambda v: (
+        isinstance(v, tuple)
+        and all(isinstance(p, tuple) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in v)
+    ),
+}
+# a field whose annotation is not above goes unchecked; tests/unit/test_cli_bad_input.py says when one is
+RECORD_FIELD_CHECKS = {f.name: _BY_ANNOTATION.get(str(f.type)) for f in fields(RequestRecord)}
+
+
+def record_problem(record: RequestRecord) -> str | None:
+    """What makes a record read back from a file unusable by ``analyze``, or None."""
+    for name, check in RECORD_FIELD_CHECKS.items():
+        if check is not None and not check(getattr(record, name)):
+            return f"field {name!r} holds {getattr(record, name)!r:.60}"
+    if not len(record.event_ns) == len(record.event_kinds) == len(record.event_tokens):
+        return "event_ns, event_kinds and event_tokens differ in length"
+    if record.ok and record.end_ns is None:
+        return "a successful request without end_ns"
+    return None

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from third_party import LlamaCppServer
 
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.inspect import precision
 
 pytestmark = pytest.mark.slow

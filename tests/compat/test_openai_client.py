@@ -11,8 +11,8 @@ from typing import Any
 import openai
 import pytest
 
-from lossless.config import ServeConfig
 from lossless.server.launch import start_embedded
+from lossless.server.options import ServeOptions
 
 pytestmark = pytest.mark.slow
 HELLO = [{"role": "user", "content": "Name three colours."}]
@@ -20,7 +20,7 @@ HELLO = [{"role": "user", "content": "Name three colours."}]
 
 @pytest.fixture(scope="module")
 def client(smollm2_path: Path) -> Iterator[tuple[openai.OpenAI, str]]:
-    served = start_embedded(ServeConfig(model=str(smollm2_path), dtype="float32", speculative="ngram"))
+    served = start_embedded(ServeOptions(model=str(smollm2_path), dtype="float32", speculative="ngram"))
     with served as url, openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120) as c:
         yield c, c.models.list().data[0].id
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from third_party import LlamaCppServer
 
 from lossless.cli import main
-from lossless.tasks.demo import demo_specs
+from lossless.tasks.calculator import demo_specs
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lossless.config import resolve_dtype
-from lossless.options import QUICK_BUDGET
+from lossless.demo.options import QUICK_BUDGET
+from lossless.engine.cpu import resolve_dtype
 
 pytestmark = pytest.mark.slow
 

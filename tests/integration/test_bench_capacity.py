@@ -12,7 +12,7 @@ import pytest
 from scripted_server import ScriptedServer
 
 from lossless.analyze import timing
-from lossless.records import read_jsonl
+from lossless.rundir import read_jsonl
 
 CAPACITY = 20.0  # requests/s: one slot, 50 ms a request
 

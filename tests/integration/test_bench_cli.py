@@ -148,7 +148,7 @@ def test_tokenizer_without_the_package_is_one_line(
     server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # as if the engine extra were not installed
-    monkeypatch.delitem(sys.modules, "lossless.engine.tokenizer", raising=False)
+    monkeypatch.delitem(sys.modules, "lossless.engine.model.tokenizer", raising=False)
     result = CliRunner().invoke(main, ["bench", server.url, "--model", "m", "--tokenizer", "x.json"])
     assert result.exit_code == 2 and "pip install 'lossless[engine]'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -174,10 +174,10 @@ def test_lengths_suite_is_broken_down_by_class(server: ScriptedServer, tmp_path:
 def test_tool_calls_stay_uncounted_and_usage_is_kept(server: ScriptedServer) -> None:
     import asyncio
 
+    from lossless.bench.loop import BenchConfig, run_bench
     from lossless.client.call import CallOptions
-    from lossless.endpoints import Endpoint
-    from lossless.run import BenchConfig, run_bench
-    from lossless.tokens import count_n_out
+    from lossless.client.endpoints import Endpoint
+    from lossless.provision.tokenizers import count_n_out
 
     server.script({"steps": [[0.0, "content", 2], [0.0, "tool", 1]], "usage": "none"})
     cfg = BenchConfig((Endpoint("s", server.url, "m"),), CallOptions("chat", True, 8, 5.0, 5.0), requests=1)
@@ -191,7 +191,7 @@ def test_tool_calls_stay_uncounted_and_usage_is_kept(server: ScriptedServer) -> 
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lossless.bench import _progress
+    from lossless.bench.run import _progress
 
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
@@ -205,7 +205,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.mark.slow
 def test_gguf_tokenizer_by_name_and_path(smollm2_path: Path) -> None:
-    from lossless.tokens import load_token_counter
+    from lossless.provision.tokenizers import load_token_counter
 
     by_path, by_name = load_token_counter(str(smollm2_path)), load_token_counter("smollm2-135m-instruct")
     text = "Hello world, this is a test of the tokenizer."

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedServer
 
-from lossless.records import read_jsonl
-from lossless.workload.conversation import _FOLLOW_UPS
+from lossless.bench.workload.conversation import _FOLLOW_UPS
+from lossless.rundir import read_jsonl
 
 THINK_S = 0.2
 STEPS = [[0.02, "content", 1], [0.01, "content", 2]]  # each answer: "tok tok tok ", in ~30 ms

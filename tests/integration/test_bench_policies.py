@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedServer
 
-from lossless.records import RequestRecord, read_jsonl
+from lossless.records import RequestRecord
+from lossless.rundir import read_jsonl
 
 FAST = {"head_delay": 0.02, "steps": [[0.01, "content", 1]] * 2}
 # one request in five waits 0.4 s for its answer, drawn afresh for every request: independent attempts

@@ -13,7 +13,7 @@ import pytest
 from scripted_server import ScriptedServer
 
 from lossless.analyze import describe, timing
-from lossless.records import read_jsonl
+from lossless.rundir import read_jsonl
 
 PRICE = {"input": 2.0, "output": 8.0, "cached_input": 0.5}  # USD per million tokens
 

@@ -8,9 +8,9 @@ import itertools
 
 from scripted_server import ScriptedServer
 
+from lossless.bench.loop import BenchConfig, LoadLevel, run_bench
 from lossless.client.call import CallOptions
-from lossless.endpoints import Endpoint
-from lossless.run import BenchConfig, LoadLevel, run_bench
+from lossless.client.endpoints import Endpoint
 
 
 def test_serial_runs_one_request_at_a_time_and_alternates_who_goes_first() -> None:

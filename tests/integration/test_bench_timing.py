@@ -13,10 +13,10 @@ import pytest
 from scripted_server import ScriptedServer, StallSentinel, cpu_stall_us
 
 from lossless.analyze import summarize, timing
+from lossless.bench.loop import BenchConfig, LoadLevel, run_bench
 from lossless.client.call import CallOptions
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.records import RequestRecord
-from lossless.run import BenchConfig, LoadLevel, run_bench
 
 MS = 1e6
 _NCPU = os.cpu_count() or 1

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from lossless.bench.workload.synthetic import exact_text, parse_lengths
 from lossless.errors import UsageError
-from lossless.records import read_jsonl
-from lossless.tokens import load_token_encoder
-from lossless.workload.synthetic import exact_text, parse_lengths
+from lossless.provision.tokenizers import load_token_encoder
+from lossless.rundir import read_jsonl
 
 
 @pytest.mark.slow

@@ -20,8 +20,9 @@ from scipy import stats
 from scripted_server import ScriptedServer
 
 from lossless.analyze import describe, timing
-from lossless.records import RequestRecord, on_one_timeline, read_jsonl
-from lossless.workload.arrivals import poisson
+from lossless.bench.workload.arrivals import poisson
+from lossless.records import RequestRecord, on_one_timeline
+from lossless.rundir import read_jsonl
 
 # first token after 20 ms, then 4 more 5 ms apart
 QUICK = {"steps": [[0.02, "content", 1]] + [[0.005, "content", 1]] * 4}

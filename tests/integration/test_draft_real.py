@@ -12,14 +12,15 @@ import httpx
 import pytest
 import torch
 
-from lossless.config import ServeConfig, parse_drafter_spec
 from lossless.draft.data import bundled_prompts
 from lossless.engine.engine import Engine, build_drafter
-from lossless.engine.head import SHIPPED, load_head
-from lossless.engine.head_drafter import HeadDrafter
-from lossless.engine.quant import Int4Linear
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.speculative import SpecStats, speculative_decode
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.head import SHIPPED, load_head
+from lossless.engine.speculate.head_drafter import HeadDrafter
+from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.speculate.speculative import SpecStats, speculative_decode
+from lossless.engine.weights.quant import Int4Linear
+from lossless.server.options import ServeOptions
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +114,7 @@ def test_serve_speculative_dspark_over_http(smollm2_path: Path) -> None:
     from lossless.server.launch import start_embedded
     from lossless.server.main import load_model
 
-    config = ServeConfig(model=str(smollm2_path), speculative="dspark")
+    config = ServeOptions(model=str(smollm2_path), speculative="dspark")
     body = {"messages": [{"role": "user", "content": CHAT[0]}], "max_tokens": 32, "temperature": 1.0,
             "seed": 1}  # fmt: skip
     with start_embedded(config, loaded=load_model(config)) as url, httpx.Client(timeout=120) as client:

@@ -16,8 +16,8 @@ import pytest
 from llama_vocab import VERSION, vocab_files
 from scripted_server import ScriptedServer
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
-from lossless.endpoints import Endpoint
 from lossless.inspect import identity
 from lossless.inspect.identity import Identity, Measured, judge, measure
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedServer
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
-from lossless.endpoints import Endpoint
 from lossless.inspect.context import ContextLimit, measure
 
 OURS = 8192
@@ -32,16 +32,16 @@ def limit(url: str, model: str, declared: int | None, **kw: float) -> ContextLim
 
 @pytest.fixture(scope="module")
 def ours(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    from lossless.config import ServeConfig
     from lossless.server.launch import start_embedded
     from lossless.server.main import load_model
+    from lossless.server.options import ServeOptions
 
     folder = tmp_path_factory.mktemp("tiny-8k") / "tiny"
     shutil.copytree(tiny_checkpoint, folder)  # the session's checkpoint stays as it is
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": OURS}))
-    loaded = load_model(ServeConfig(model=str(folder)))
-    with start_embedded(ServeConfig(), loaded=loaded) as url:
+    loaded = load_model(ServeOptions(model=str(folder)))
+    with start_embedded(ServeOptions(), loaded=loaded) as url:
         yield url, loaded.name
 
 

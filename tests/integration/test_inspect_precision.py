@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.inspect import precision
 from lossless.inspect.precision import Scores
 
@@ -34,9 +34,9 @@ TEXTS = tuple(precision.TEXTS[i] for i in (0, 4, 6))
 @pytest.fixture(scope="module")
 def servers(smollm2_path: Path, smollm2_engine: Engine) -> Iterator[dict[str, Endpoint]]:
     """Per dtype a reference and a candidate server (float32 on the session's engine)."""
-    from lossless.config import ServeConfig
     from lossless.server.launch import start_embedded
     from lossless.server.main import LoadedModel, load_model
+    from lossless.server.options import ServeOptions
 
     with ExitStack() as stack:
         found = {}
@@ -44,10 +44,10 @@ def servers(smollm2_path: Path, smollm2_engine: Engine) -> Iterator[dict[str, En
             loaded = (
                 LoadedModel(smollm2_engine, smollm2_engine.name, frozenset())
                 if dtype == "float32"
-                else load_model(ServeConfig(model=str(smollm2_path), dtype=dtype))
+                else load_model(ServeOptions(model=str(smollm2_path), dtype=dtype))
             )
             for role in ("reference", "candidate"):
-                url = stack.enter_context(start_embedded(ServeConfig(dtype=dtype), loaded=loaded))
+                url = stack.enter_context(start_embedded(ServeOptions(dtype=dtype), loaded=loaded))
                 found[f"{role} {dtype}"] = Endpoint(f"{role} {dtype}", url, loaded.name)
         yield found
 

@@ -29,17 +29,17 @@ LIMIT_S = 180.0  # the issue's: each endpoint inspected in at most 3 minutes on 
 
 @pytest.fixture(scope="module")
 def loaded(smollm2_path: Path) -> Iterator[LoadedModel]:
-    from lossless.config import ServeConfig
     from lossless.server.main import load_model
+    from lossless.server.options import ServeOptions
 
-    yield load_model(ServeConfig(model=str(smollm2_path), dtype="float32"))
+    yield load_model(ServeOptions(model=str(smollm2_path), dtype="float32"))
 
 
 def inspected(loaded: LoadedModel, speculative: str, out: Path) -> tuple[dict[str, Any], float, str]:
-    from lossless.config import ServeConfig
     from lossless.server.launch import start_embedded
+    from lossless.server.options import ServeOptions
 
-    config = replace(ServeConfig(dtype="float32"), speculative=speculative)
+    config = replace(ServeOptions(dtype="float32"), speculative=speculative)
     with start_embedded(config, loaded=loaded) as url:
         start = time.monotonic()
         args = [url, "--model", loaded.name, "--json", "--out", str(out), "--no-precision"]

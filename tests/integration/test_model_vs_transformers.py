@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from lossless.engine.engine import Engine
-from lossless.engine.sampling import SamplingParams
+from lossless.engine.model.sampling import SamplingParams
 
 transformers = pytest.importorskip("transformers")
 

@@ -13,12 +13,12 @@ from click.testing import CliRunner
 from provider_server import Habits, provider_server
 
 from lossless.cli import main
-from lossless.config import ServeConfig
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.probe.checks import Settings
-from lossless.probe.stage import probe
+from lossless.probe.run import probe
 from lossless.server.launch import start_embedded
 from lossless.server.main import load_model
+from lossless.server.options import ServeOptions
 
 FAST = Settings(repeats=4, max_tokens=24)
 
@@ -79,8 +79,8 @@ def test_reasoning_evidence_carries_sizes_and_p_values(provider_url: str) -> Non
 
 
 def test_our_server_is_probed_for_what_it_really_does(tiny_checkpoint: Path) -> None:
-    loaded = load_model(ServeConfig(model=str(tiny_checkpoint)))
-    with start_embedded(ServeConfig(), loaded=loaded) as url:
+    loaded = load_model(ServeOptions(model=str(tiny_checkpoint)))
+    with start_embedded(ServeOptions(), loaded=loaded) as url:
         got = verdicts(url, loaded.name)
     # protocol.py: unknown fields accepted (and named in a header), n > 1 refused, the rest honoured
     assert got["unknown field lossless_canary_field"] == "ignored"

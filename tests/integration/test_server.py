@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from lossless.config import ServeConfig
 from lossless.server.launch import start_embedded
 from lossless.server.main import LoadedModel, load_model
+from lossless.server.options import ServeOptions
 
 CONTEXT = 2048
 HELLO = [{"role": "user", "content": "Hello there"}]
@@ -46,12 +46,12 @@ def endless_checkpoint(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathF
 
 @pytest.fixture(scope="module")
 def loaded(endless_checkpoint: Path) -> LoadedModel:
-    return load_model(ServeConfig(model=str(endless_checkpoint)))
+    return load_model(ServeOptions(model=str(endless_checkpoint)))
 
 
 @pytest.fixture(scope="module")
 def base_url(loaded: LoadedModel) -> Iterator[str]:
-    with start_embedded(ServeConfig(max_queue=2), loaded=loaded) as url:
+    with start_embedded(ServeOptions(max_queue=2), loaded=loaded) as url:
         yield url
 
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from tiny_gguf import Q, write_gguf
 
-from lossless.config import native_bfloat16
-from lossless.engine.packed import can_pack
-from lossless.engine.quant import kernel
+from lossless.engine.cpu import native_bfloat16
+from lossless.engine.weights.packed import can_pack
+from lossless.engine.weights.quant import kernel
 
 
 def test_serve_announces_its_url_on_stderr_and_stops_on_ctrl_c(tiny_checkpoint: Path) -> None:

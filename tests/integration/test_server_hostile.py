@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lossless.config import ServeConfig
 from lossless.server.launch import start_embedded
 from lossless.server.limits import MAX_BODY_BYTES, Limits
 from lossless.server.main import LoadedModel, load_model
+from lossless.server.options import ServeOptions
 
 SHORT = Limits(head_timeout_s=1.0, body_timeout_s=1.0)  # the deadlines, short enough to wait for here
 FUZZ = settings(
@@ -55,19 +55,19 @@ class Server:
 
 @pytest.fixture(scope="module")
 def tiny(tiny_checkpoint: Path) -> LoadedModel:
-    return load_model(ServeConfig(model=str(tiny_checkpoint), max_context=128))
+    return load_model(ServeOptions(model=str(tiny_checkpoint), max_context=128))
 
 
 @pytest.fixture(scope="module")
 def server(tiny: LoadedModel) -> Iterator[Server]:
     """With the default limits: a busy machine never turns a fuzzed request into a time-out."""
-    with start_embedded(ServeConfig(max_queue=8), loaded=tiny) as url:
+    with start_embedded(ServeOptions(max_queue=8), loaded=tiny) as url:
         yield Server(int(url.split(":")[2].split("/")[0]))
 
 
 @pytest.fixture(scope="module")
 def impatient(tiny: LoadedModel) -> Iterator[Server]:
-    with start_embedded(ServeConfig(max_queue=8), loaded=tiny, limits=SHORT) as url:
+    with start_embedded(ServeOptions(max_queue=8), loaded=tiny, limits=SHORT) as url:
         yield Server(int(url.split(":")[2].split("/")[0]))
 
 
@@ -86,7 +86,7 @@ def endless(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     save_file(weights, str(folder / "model.safetensors"))
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 4096}))
-    return load_model(ServeConfig(model=str(folder)))
+    return load_model(ServeOptions(model=str(folder)))
 
 
 # --- a raw HTTP/1.1 client ---------------------------------------------------------------------------
@@ -563,7 +563,7 @@ LONG = {"prompt": "Tell me a long story", "max_tokens": 4000, "temperature": 0}
 
 
 def test_a_queued_client_that_leaves_frees_its_slot_at_once(endless: LoadedModel) -> None:
-    with start_embedded(ServeConfig(max_queue=2), loaded=endless, limits=SHORT) as url:
+    with start_embedded(ServeOptions(max_queue=2), loaded=endless, limits=SHORT) as url:
         server = Server(int(url.split(":")[2].split("/")[0]))
         running, response = start_stream(server, LONG)
         waiting = [open_request(server, LONG), open_request(server, {**LONG, "stream": True})]
@@ -587,7 +587,7 @@ def sse_events(body: bytes) -> list[Any]:
 def test_shutdown_answers_the_queue_with_503_and_ends_the_running_stream(endless: LoadedModel) -> None:
     limits = Limits(head_timeout_s=1.0, body_timeout_s=1.0, shutdown_grace_s=0.3)
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(start_embedded(ServeConfig(max_queue=2), loaded=endless, limits=limits))
+        url = stack.enter_context(start_embedded(ServeOptions(max_queue=2), loaded=endless, limits=limits))
         server = Server(int(url.split(":")[2].split("/")[0]))
         running, response = start_stream(server, LONG)
         waiting = [open_request(server, LONG), open_request(server, {**LONG, "stream": True})]
@@ -617,7 +617,7 @@ def test_keep_alive_responses_leave_without_waiting_for_a_delayed_ack(tiny: Load
     from lossless.server.main import bind, build_app, uvicorn_server
 
     sock = bind("127.0.0.1", 0)
-    server = uvicorn_server(build_app(tiny, ServeConfig()))
+    server = uvicorn_server(build_app(tiny, ServeOptions()))
     thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),))
     thread.start()
     try:

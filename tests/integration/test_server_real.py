@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lossless.config import ServeConfig
 from lossless.server.launch import start_embedded
+from lossless.server.options import ServeOptions
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def client(smollm2_path: Path) -> Iterator[httpx.Client]:
     with (
-        start_embedded(ServeConfig()) as base_url,  # the default model, as `lossless bench` would start it
+        start_embedded(ServeOptions()) as base_url,  # the default model, as `lossless bench` would start it
         httpx.Client(base_url=base_url, trust_env=False, timeout=120) as c,
     ):
         yield c

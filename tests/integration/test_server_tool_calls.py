@@ -15,8 +15,8 @@ import httpx
 import jsonschema
 import pytest
 
-from lossless.config import ServeConfig
 from lossless.server.launch import start_embedded
+from lossless.server.options import ServeOptions
 
 UNIT = {
     "type": "object",
@@ -51,7 +51,7 @@ def client(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     shutil.copytree(tiny_checkpoint, folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 2048}))
-    served = start_embedded(ServeConfig(model=str(folder), speculative="ngram"))
+    served = start_embedded(ServeOptions(model=str(folder), speculative="ngram"))
     with served as url, httpx.Client(base_url=url, trust_env=False, timeout=60) as c:
         yield c
 

@@ -15,12 +15,12 @@ import jsonschema
 import openai
 import pytest
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
-from lossless.config import ServeConfig
-from lossless.endpoints import Endpoint
-from lossless.probe import tools
+from lossless.probe import tool_checks
 from lossless.probe.checks import Settings
 from lossless.server.launch import start_embedded
+from lossless.server.options import ServeOptions
 
 pytestmark = pytest.mark.slow
 PARAMETERS = {
@@ -54,7 +54,7 @@ ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 
 @pytest.fixture(scope="module")
 def client(smollm2_path: Path) -> Iterator[tuple[openai.OpenAI, str]]:
-    served = start_embedded(ServeConfig(model=str(smollm2_path), dtype="float32", speculative="ngram"))
+    served = start_embedded(ServeOptions(model=str(smollm2_path), dtype="float32", speculative="ngram"))
     with served as url, openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120) as c:
         yield c, c.models.list().data[0].id
 
@@ -149,7 +149,10 @@ def test_probe_sees_tools_and_formats_honoured(client: tuple[openai.OpenAI, str]
     async def checks() -> dict[str, str]:
         settings = Settings(repeats=2, max_tokens=64)
         async with Wire(Endpoint("ours", str(c.base_url), model)) as w:
-            found = [*await tools.tool_calling(w, settings), *await tools.response_format(w, settings)]
+            found = [
+                *await tool_checks.tool_calling(w, settings),
+                *await tool_checks.response_format(w, settings),
+            ]
         return {check.name: check.verdict for check in found}
 
     got = asyncio.run(checks())

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from tiny_checkpoint import write_tiny_checkpoint
 
-from lossless.config import parse_drafter_spec
-from lossless.engine.drafts import ModelDrafter, NgramDrafter
 from lossless.engine.engine import Engine, build_drafter
-from lossless.engine.generate import generate_text
-from lossless.engine.sampling import SamplingParams, make_generator
-from lossless.engine.speculative import Drafter, SpecStats, speculative_decode
+from lossless.engine.model.generate import generate_text
+from lossless.engine.model.sampling import SamplingParams, make_generator
+from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter
+from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.speculate.speculative import Drafter, SpecStats, speculative_decode
 from lossless.errors import UsageError
 
 GREEDY = SamplingParams(max_tokens=40, temperature=0.0)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lossless.engine.drafts import NgramDrafter
 from lossless.engine.engine import Engine
-from lossless.engine.generate import generate_text
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.speculative import SpecStats, speculative_decode
+from lossless.engine.model.generate import generate_text
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.drafts import NgramDrafter
+from lossless.engine.speculate.speculative import SpecStats, speculative_decode
 
 pytestmark = pytest.mark.slow
 

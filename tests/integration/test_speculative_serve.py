@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lossless.config import parse_drafter_spec
 from lossless.engine.engine import Delta, Engine
-from lossless.engine.sampling import SamplingParams
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.spec import parse_drafter_spec
 
 GREEDY = SamplingParams(max_tokens=40, temperature=0.0)
 
@@ -47,19 +47,19 @@ def test_one_loaded_model_serves_plain_and_speculative_side_by_side(tiny_checkpo
     """verify and demo serve one loaded model twice: the second server must really draft, the first not."""
     import httpx
 
-    from lossless.config import ServeConfig
     from lossless.server.launch import start_embedded
     from lossless.server.main import load_model
+    from lossless.server.options import ServeOptions
 
     # float32 on every machine: greedy texts are equal there (bfloat16 rounds a forward over several tokens
     # differently from one over a single token)
-    plain = ServeConfig(model=str(tiny_checkpoint), dtype="float32", speculative="none")
+    plain = ServeOptions(model=str(tiny_checkpoint), dtype="float32", speculative="none")
     loaded = load_model(plain)
     body = {"prompt": "abc abc abc abc abc abc abc", "max_tokens": 24, "temperature": 0}
     with (
         start_embedded(plain, loaded=loaded) as plain_url,
         start_embedded(
-            ServeConfig(model=str(tiny_checkpoint), dtype="float32", speculative="ngram"), loaded=loaded
+            ServeOptions(model=str(tiny_checkpoint), dtype="float32", speculative="ngram"), loaded=loaded
         ) as spec_url,
         httpx.Client(trust_env=False, timeout=60) as client,
     ):

@@ -10,14 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from lossless.cli.tasks import tasks as tasks_command
-from lossless.config import ServeConfig
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.server.launch import start_embedded
 from lossless.server.main import LoadedModel, load_model
+from lossless.server.options import ServeOptions
+from lossless.tasks.run import run_endpoint
 from lossless.tasks.runner import RunnerConfig
 from lossless.tasks.sets import load_set
-from lossless.tasks.stage import run_endpoint
-from lossless.tasks.stats import summarize
+from lossless.tasks.tally import summarize
 
 pytestmark = pytest.mark.slow
 BFCL_HOME = Path(__file__).resolve().parents[2] / ".pytest_cache" / "lossless-home"  # test_tasks_bfcl's
@@ -25,7 +25,7 @@ BFCL_HOME = Path(__file__).resolve().parents[2] / ".pytest_cache" / "lossless-ho
 
 @pytest.fixture(scope="module")
 def loaded() -> LoadedModel:
-    return load_model(ServeConfig(port=0))
+    return load_model(ServeOptions(port=0))
 
 
 def test_arithmetic_on_the_embedded_model_without_a_url(
@@ -61,7 +61,7 @@ def test_the_tools_demo_set_runs_on_the_embedded_model(loaded: LoadedModel) -> N
     """Whether the model calls the tools or answers in text, each task ends at an answer or a limit, is
     checked, and its time holds its parts: the model's calls and the tools' stated latency, waited out."""
     tasks = load_set("tools")[:3]
-    with start_embedded(ServeConfig(port=0), loaded=loaded) as url:
+    with start_embedded(ServeOptions(port=0), loaded=loaded) as url:
         endpoint = Endpoint("embedded", url, loaded.name)
         runs = asyncio.run(run_endpoint(endpoint, tasks, RunnerConfig(max_tokens=16, temperature=0.0)))
     assert [r.task for r in runs] == [t.id for t in tasks]
@@ -79,7 +79,7 @@ def test_forced_bfcl_calls_are_all_well_formed(loaded: LoadedModel, monkeypatch:
     its function's schema, whether or not it is the right call (BFCL's checker says that)."""
     monkeypatch.setenv("LOSSLESS_HOME", str(BFCL_HOME))
     tasks = load_set("bfcl-simple")[:4]
-    with start_embedded(ServeConfig(port=0), loaded=loaded) as url:
+    with start_embedded(ServeOptions(port=0), loaded=loaded) as url:
         endpoint = Endpoint("embedded", url, loaded.name)
         config = RunnerConfig(temperature=0.0, tool_choice="required")
         runs = asyncio.run(run_endpoint(endpoint, tasks, config))

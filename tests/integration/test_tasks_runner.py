@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from task_server import TOKENS_PER_MESSAGE, Behaviour, task_server, task_specs
 
 from lossless.cli.tasks import tasks as tasks_command
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.tasks.result import TaskRun
+from lossless.tasks.run import run_endpoint
 from lossless.tasks.runner import RunnerConfig
-from lossless.tasks.stage import run_endpoint
-from lossless.tasks.stats import compare, summarize
+from lossless.tasks.tally import compare, summarize
 from lossless.tasks.task import Task, parse_task
 
 # How late one tool call or back-off may end beyond what it was told to wait (the event loop on a busy

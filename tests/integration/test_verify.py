@@ -19,13 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from lossless.cli import main
-from lossless.config import ServeConfig
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.engine.engine import Engine
 from lossless.server.launch import start_embedded
+from lossless.server.options import ServeOptions
 from lossless.verify.budget import BUDGETS
 from lossless.verify.result import VerifyConfig, VerifyResult
-from lossless.verify.stage import verify
+from lossless.verify.run import verify
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +35,12 @@ def talkative(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.fixture(scope="module")
 def baseline_url(talkative: Path) -> Iterator[str]:
-    with start_embedded(ServeConfig(), loaded=le.loaded(Engine.load(talkative))) as url:
+    with start_embedded(ServeOptions(), loaded=le.loaded(Engine.load(talkative))) as url:
         yield url
 
 
 def run(baseline_url: str, engine: Engine, seed: int = 0) -> VerifyResult:
-    with start_embedded(ServeConfig(), loaded=le.loaded(engine)) as url:
+    with start_embedded(ServeOptions(), loaded=le.loaded(engine)) as url:
         config = VerifyConfig(BUDGETS["default"], seed=seed)
         return asyncio.run(
             verify(Endpoint("baseline", baseline_url, "tiny"), Endpoint("candidate", url, "tiny"), config)
@@ -137,7 +137,7 @@ def test_next_token_is_the_baselines_distribution_after_that_token(
 
 
 def test_cli_gates_with_exit_codes_and_json(baseline_url: str, talkative: Path) -> None:
-    with start_embedded(ServeConfig(), loaded=le.loaded(le.HiddenTopP.load(talkative))) as url:
+    with start_embedded(ServeOptions(), loaded=le.loaded(le.HiddenTopP.load(talkative))) as url:
         result = CliRunner().invoke(main, ["verify", baseline_url, url, "--model", "tiny", "--json"])
     assert result.exit_code == 1, result.stderr
     doc = json.loads(result.stdout)
@@ -148,7 +148,7 @@ def test_cli_gates_with_exit_codes_and_json(baseline_url: str, talkative: Path) 
 
 
 def test_cli_small_budget_is_inconclusive_not_equivalent(baseline_url: str, talkative: Path) -> None:
-    with start_embedded(ServeConfig(), loaded=le.loaded(Engine.load(talkative))) as url:
+    with start_embedded(ServeOptions(), loaded=le.loaded(Engine.load(talkative))) as url:
         result = CliRunner().invoke(
             main, ["verify", baseline_url, url, "--model", "tiny", "--budget", "2x3x8"]
         )

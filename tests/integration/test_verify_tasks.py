@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from task_server import Behaviour, task_server, task_specs
 
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.tasks.sets import load_set
 from lossless.verify.decide import Criteria, decide
 from lossless.verify.taskset import TaskEvidence, f1, run_tasks

@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner, Result
 from scripted_server import ScriptedServer
 
+from lossless.bench.options import BenchOptions
 from lossless.cli import main
-from lossless.options import BenchOptions
-from lossless.watch import stage
+from lossless.watch import run as stage
 from lossless.watch.schedule import Schedule
 
 LOSSLESS = str(Path(sys.executable).parent / "lossless")

@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Reply, Wire
-from lossless.endpoints import Endpoint
 from lossless.errors import EndpointError
 
 ANSWER = json.dumps({"choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}]}).encode()

@@ -1,7 +1,7 @@
 """Candidates for verify: real engines served over real HTTP, lossless or deliberately lossy.
 
 Each is an ``Engine`` subclass (loaded with ``Cls.load(path)``) that changes one thing; served with
-``start_embedded(ServeConfig(), loaded=LoadedModel(engine, name, aliases))``. The speculative ones run
+``start_embedded(ServeOptions(), loaded=LoadedModel(engine, name, aliases))``. The speculative ones run
 ``speculative_decode`` directly, so that a candidate can swap in a broken acceptance rule or its own
 draft model (benchmarks/verify_power.py drafts with a 4-bit copy of the target, accepted about half the
 time, as a real draft model is; n-grams draft on only ~5% of the talkative model's positions).
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import torch
 
-from lossless.engine.drafts import ModelDrafter, NgramDrafter
 from lossless.engine.engine import Delta, Engine
-from lossless.engine.generate import generate_text
-from lossless.engine.sampling import SamplingParams, make_generator, sample
-from lossless.engine.speculative import Drafter, accept_draft, speculative_decode
+from lossless.engine.model.generate import generate_text
+from lossless.engine.model.sampling import SamplingParams, make_generator, sample
+from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter
+from lossless.engine.speculate.speculative import Drafter, accept_draft, speculative_decode
 from lossless.server.main import LoadedModel
 
 

@@ -31,7 +31,7 @@ def write_tiny_checkpoint(folder: Path, seed: int = 0) -> Path:
     from safetensors.torch import save_file
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from lossless.engine.config import TINY
+    from lossless.engine.model.args import TINY
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tokenizers import AddedToken, Tokenizer as Backend, decoders, models, pre_tokenizers
 
-from lossless.engine.tokenizer import Tokenizer, byte_decoder
+from lossless.engine.model.tokenizer import Tokenizer, byte_decoder
 
 EOS = "<|im_end|>"
 

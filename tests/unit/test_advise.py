@@ -16,12 +16,14 @@ from rich.console import Console
 from test_records import make
 
 from lossless.advise import recommend, simulate
+from lossless.advise.options import AdviseOptions, ms_list
+from lossless.advise.run import run
 from lossless.advise.simulate import Samples
-from lossless.advise.stage import AdviseOptions, ms_list, run
 from lossless.cli import main
 from lossless.errors import UsageError
-from lossless.records import RequestRecord, write_jsonl
+from lossless.records import RequestRecord
 from lossless.report import advise as show
+from lossless.rundir import write_jsonl
 
 MEAN = 100.0  # ms: X ~ Exp(1/MEAN)
 MS = 1_000_000  # ns

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from lossless.analyze import Summary, describe, parse_slo, server_times, spec_stats, summarize, timing
-from lossless.analyze.result import Speculative
+from lossless.analyze.summary import Speculative
 from lossless.client.call import CallOptions, Job, call
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
+from lossless.client.prompt import Prompt
 from lossless.errors import UsageError
-from lossless.workload.prompts import Prompt
 
 
 def sse(obj: object) -> bytes:

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lossless.engine.model import attend
+from lossless.engine.model.transformer import attend
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

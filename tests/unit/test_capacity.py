@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from lossless.capacity import Capacity, search
+from lossless.analyze.summary import Capacity
+from lossless.bench.capacity import search
 
 SLO = {"ttft": 500.0}
 

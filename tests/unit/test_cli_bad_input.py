@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lossless.checks import RECORD_FIELD_CHECKS, writable_dir, writable_file
 from lossless.cli import main
 from lossless.errors import UsageError
-from lossless.records import RequestRecord, to_json, write_jsonl
+from lossless.records import RECORD_FIELD_CHECKS, RequestRecord, to_json
+from lossless.rundir import write_jsonl
+from lossless.validate import writable_dir, writable_file
 
 URL = "http://127.0.0.1:9/v1"  # the discard port: never reached, every case fails before any traffic
 B = ["bench", URL, "--model", "m"]
@@ -73,13 +74,13 @@ class Given:
     def run(self, name: str = "run", **files: str | bytes | None) -> str:
         """A saved bench run (records.jsonl, summary.json, summary.csv) with some files replaced or added
         (``summary_json="..."``: a file's name with _ for .) or removed (None)."""
+        from lossless import rundir
         from lossless.analyze import summarize
-        from lossless.report import files as summary_files
 
         folder = self.tmp / name
         records = [_record(i) for i in range(6)]
         write_jsonl(folder / "records.jsonl", records)
-        summary_files.write(summarize(records, {"x": (None, None)}), folder)
+        rundir.write(summarize(records, {"x": (None, None)}), folder)
         for file_name, content in files.items():
             file_name = file_name.replace("_", ".")
             if content is None:
@@ -373,7 +374,7 @@ def test_every_record_field_is_checked_on_reading() -> None:
 
 
 def test_good_endpoint_fields_still_load(tmp_path: Path) -> None:
-    from lossless.endpoints import from_urls, load_toml
+    from lossless.client.endpoints import from_urls, load_toml
 
     extra = (
         'api_key_env = ""\nprice = [0, 2.5]\nheaders = { "x-team" = "bench\\tnight", "x-id" = "é" }\n'
@@ -392,7 +393,7 @@ def test_good_suite_lines_still_load(tmp_path: Path) -> None:
     import itertools
     import random
 
-    from lossless.workload.prompts import prompts
+    from lossless.bench.workload.prompts import prompts
 
     text = (
         '{"prompt": "hi", "id": 7, "extra": "kept out"}\n{"messages": [{"content": "yo"}], "max_tokens": 3}\n'
@@ -403,7 +404,7 @@ def test_good_suite_lines_still_load(tmp_path: Path) -> None:
 
 
 def test_public_url_keeps_no_secret() -> None:
-    from lossless.endpoints import public_url
+    from lossless.client.endpoints import public_url
 
     assert public_url("https://u:pw@host.example:8443/v1?key=k#f") == "https://host.example:8443/v1"
     assert public_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"

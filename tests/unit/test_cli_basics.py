@@ -10,17 +10,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from lossless.bench.options import BenchOptions
 from lossless.cli import main
-from lossless.config import ServeConfig
-from lossless.options import (
-    BenchOptions,
-    DemoOptions,
-    InspectOptions,
-    ProbeOptions,
-    TasksOptions,
-    VerifyOptions,
-)
+from lossless.demo.options import DemoOptions
+from lossless.inspect.options import InspectOptions
+from lossless.probe.options import ProbeOptions
+from lossless.server.options import ServeOptions
+from lossless.tasks.options import TasksOptions
 from lossless.verify.budget import Budget, parse_budget
+from lossless.verify.options import VerifyOptions
 
 
 def test_help_lists_commands() -> None:
@@ -72,7 +70,7 @@ OPTIONS = {
     "bench": BenchOptions(),
     "probe": ProbeOptions(),
     "verify": VerifyOptions(),
-    "serve": ServeConfig(),
+    "serve": ServeOptions(),
     "demo": DemoOptions(),
     "tasks": TasksOptions(),
     "inspect": InspectOptions(),

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from lossless import rundir
 from lossless.analyze import compare_runs, summarize
 from lossless.cli import main
-from lossless.records import RequestRecord, write_jsonl
-from lossless.report import files
+from lossless.records import RequestRecord
+from lossless.rundir import write_jsonl
 
 MS = 1_000_000
 
@@ -53,7 +54,7 @@ def test_endpoints_pair_by_position_when_names_differ_and_loads_must_match() -> 
 
 def _save(folder: Path, records: list[RequestRecord]) -> Path:
     write_jsonl(folder / "records.jsonl", records)
-    files.write(summarize(records, {records[0].endpoint: (None, None)}), folder)
+    rundir.write(summarize(records, {records[0].endpoint: (None, None)}), folder)
     return folder
 
 

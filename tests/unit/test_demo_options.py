@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lossless import demo, models
-from lossless.options import DEMO_BUDGET, QUICK_BUDGET
-from lossless.provision import Embedded
+from lossless import models
+from lossless.demo import run as demo
+from lossless.demo.options import DEMO_BUDGET, QUICK_BUDGET
+from lossless.provision.embedded import Embedded
 from lossless.report.demo import DemoResult, summary_lines
 from lossless.verify.budget import BUDGETS
 

@@ -19,11 +19,11 @@ from test_speculative_mc import (
 
 from lossless.draft.data import TOP, WINDOW, AnsweredPrompt
 from lossless.draft.train import Anchors, draft_vocab, evaluate, losses
-from lossless.engine.drafts import NgramDrafter
-from lossless.engine.head import DSparkHead, HeadConfig, load_head, save_head
-from lossless.engine.head_drafter import HeadDrafter
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.speculative import speculative_decode
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.drafts import NgramDrafter
+from lossless.engine.speculate.head import DSparkHead, HeadConfig, load_head, save_head
+from lossless.engine.speculate.head_drafter import HeadDrafter
+from lossless.engine.speculate.speculative import speculative_decode
 from lossless.errors import CheckpointError
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")

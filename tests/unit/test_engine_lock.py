@@ -11,10 +11,10 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from lossless.config import parse_drafter_spec
 from lossless.engine.engine import Delta, Engine
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.speculative import Draft
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.speculate.speculative import Draft
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

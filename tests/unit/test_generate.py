@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from lossless.engine.engine import Delta, Engine
-from lossless.engine.generate import Accepted, generate_text
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.tokenizer import Tokenizer
+from lossless.engine.model.generate import Accepted, generate_text
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.model.tokenizer import Tokenizer
 from lossless.errors import UsageError
 
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from tiny_gguf import llama_cpp_permute, write_gguf
 
 from lossless.engine.engine import Engine
-from lossless.engine.gguf import dequantize, unpermute
+from lossless.engine.weights.gguf import dequantize, unpermute
 from lossless.errors import CheckpointError
 
 Q = gguf.GGMLQuantizationType

@@ -12,12 +12,12 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from lossless.cli.inspect import inspect
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.errors import UsageError
 from lossless.inspect import speculation
 from lossless.inspect.identity import Identity
-from lossless.inspect.stage import Card, InspectResult
-from lossless.options import InspectOptions
+from lossless.inspect.options import InspectOptions
+from lossless.inspect.run import Card, InspectResult
 from lossless.report import inspect as report
 
 

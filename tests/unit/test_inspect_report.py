@@ -14,10 +14,10 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.inspect.identity import Identity
+from lossless.inspect.run import Card, InspectResult
 from lossless.inspect.speculation import Speculation
-from lossless.inspect.stage import Card, InspectResult
 from lossless.report import inspect as report
 from lossless.report.inspect_html import anchors, context_text, links, render, words
 

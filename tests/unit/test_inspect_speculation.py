@@ -11,7 +11,7 @@ import pytest
 from lossless.inspect import speculation as sp
 from lossless.inspect.arms import ARMS
 from lossless.inspect.collect import Collected
-from lossless.inspect.stage import _with_counters
+from lossless.inspect.run import _with_counters
 from lossless.records import RequestRecord
 
 MS = 1_000_000
@@ -172,9 +172,9 @@ def test_counters_that_never_move_or_do_not_exist_change_nothing() -> None:
 
 def test_our_servers_verify_steps_are_read_from_its_metrics() -> None:
     """The mean accepted length needs the step count, which our server exports by accepted count."""
-    from lossless.analyze.server import spec_stats
+    from lossless.analyze.server_side import spec_stats
     from lossless.client.prometheus import parse_counters
-    from lossless.server.metrics import ServerMetrics
+    from lossless.server.exposition import ServerMetrics
 
     metrics = ServerMetrics()
     before = parse_counters(metrics.render())

@@ -21,15 +21,15 @@ from test_speculative_mc import (
 )
 from tiny_gguf import write_gguf
 
-from lossless.config import parse_drafter_spec
-from lossless.engine import q4_kernel
-from lossless.engine.drafts import ModelDrafter
 from lossless.engine.engine import Engine
-from lossless.engine.gguf import dequantize, q4_weight
-from lossless.engine.head import DSparkHead, HeadConfig, save_head
-from lossless.engine.head_drafter import HeadDrafter
-from lossless.engine.quant import Int4Linear, Int4Weight, use_int4
-from lossless.engine.sampling import SamplingParams
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.drafts import ModelDrafter
+from lossless.engine.speculate.head import DSparkHead, HeadConfig, save_head
+from lossless.engine.speculate.head_drafter import HeadDrafter
+from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.weights import q4_kernel
+from lossless.engine.weights.gguf import dequantize, q4_weight
+from lossless.engine.weights.quant import Int4Linear, Int4Weight, use_int4
 from lossless.errors import UsageError
 
 Q = gguf.GGMLQuantizationType
@@ -148,7 +148,7 @@ def test_prompts_in_float32_fill_the_cache_that_int4_decoding_reads(q4_gguf: Pat
 
 
 def int4_weight_of(path: Path, name: str) -> Int4Weight:
-    from lossless.engine.gguf import load_gguf
+    from lossless.engine.weights.gguf import load_gguf
 
     return load_gguf(path, torch.bfloat16, int4=True).int4[name]
 

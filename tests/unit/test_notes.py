@@ -3,7 +3,7 @@ sends no usage in streams: '0/4 counted as asked (largest difference 0)' read as
 
 from __future__ import annotations
 
-from lossless.analyze.result import LengthCheck
+from lossless.analyze.summary import LengthCheck
 from lossless.report.notes import lengths_note
 
 

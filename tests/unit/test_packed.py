@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lossless.engine.config import TINY
-from lossless.engine.model import Transformer
-from lossless.engine.packed import PackedLinear, can_pack, pack_output
+from lossless.engine.model.args import TINY
+from lossless.engine.model.transformer import Transformer
+from lossless.engine.weights.packed import PackedLinear, can_pack, pack_output
 
 needs_packing = pytest.mark.skipif(
     not can_pack(), reason="this CPU or torch build has no packed bfloat16 path"

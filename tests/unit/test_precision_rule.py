@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
 from lossless.inspect import precision as p
 from lossless.inspect.precision import Scores, Text
 
@@ -131,8 +131,8 @@ def test_per_position_reads_each_token_from_the_alternatives_before_it() -> None
 
 
 def test_references_are_named_by_the_user_the_word_or_the_host() -> None:
-    from lossless.inspect import stage
-    from lossless.options import InspectOptions
+    from lossless.inspect import run as stage
+    from lossless.inspect.options import InspectOptions
 
     refs = ("bfloat16", "q2=http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1?k=a=b")
     options = InspectOptions(urls=("http://127.0.0.1:9/v1",), model="m", references=refs)
@@ -143,9 +143,9 @@ def test_references_are_named_by_the_user_the_word_or_the_host() -> None:
 
 
 def test_without_references_only_smollm2_gets_the_default_ones() -> None:
-    from lossless.inspect import stage
+    from lossless.inspect import run as stage
     from lossless.inspect.identity import Identity
-    from lossless.options import InspectOptions
+    from lossless.inspect.options import InspectOptions
 
     other = Identity("evident", "qwen2")
     endpoint = Endpoint("e", "http://127.0.0.1:9/v1", "m")  # never asked: the rule answers first

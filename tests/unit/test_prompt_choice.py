@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from lossless.config import native_bfloat16
-from lossless.engine import prompts
+from lossless.engine.cpu import native_bfloat16
 from lossless.engine.engine import Engine
-from lossless.engine.sampling import SamplingParams
+from lossless.engine.model import prompt_numerics
+from lossless.engine.model.sampling import SamplingParams
 
 
 @pytest.mark.parametrize("wide", [True, False])
@@ -35,8 +35,8 @@ def test_the_faster_measured_way_is_kept(
     tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch, own: float, wide: float
 ) -> None:
     # the seam: a CPU with the instructions, and the two timings (measured for real below)
-    monkeypatch.setattr(prompts, "native_bfloat16", lambda: ["avx512_bf16"])
-    monkeypatch.setattr(prompts, "_time_prompts", lambda model, n: (own, wide))
+    monkeypatch.setattr(prompt_numerics, "native_bfloat16", lambda: ["avx512_bf16"])
+    monkeypatch.setattr(prompt_numerics, "_time_prompts", lambda model, n: (own, wide))
     engine = Engine.load(tiny_checkpoint, dtype="bfloat16")
     twin = wide < own
     assert (engine.model.prompt_model is not None) == twin
@@ -53,8 +53,8 @@ def test_without_bfloat16_instructions_float32_is_taken_unmeasured(
     def never(model: object, n: int) -> tuple[float, float]:
         raise AssertionError("measured")
 
-    monkeypatch.setattr(prompts, "native_bfloat16", lambda: [])
-    monkeypatch.setattr(prompts, "_time_prompts", never)
+    monkeypatch.setattr(prompt_numerics, "native_bfloat16", lambda: [])
+    monkeypatch.setattr(prompt_numerics, "_time_prompts", never)
     engine = Engine.load(tiny_checkpoint, dtype="bfloat16")
     assert engine.prompt_dtype == "float32"
     assert (
@@ -79,7 +79,7 @@ def test_this_cpus_choice_is_consistent_and_decodes_like_the_explicit_one(tiny_c
 
 def test_the_measurement_times_both_ways_on_the_real_model(tiny_checkpoint: Path) -> None:
     engine = Engine.load(tiny_checkpoint, dtype="bfloat16", float32_prompts=True)
-    own, wide = prompts._time_prompts(engine.model, 16)
+    own, wide = prompt_numerics._time_prompts(engine.model, 16)
     assert 0 < own < 60 and 0 < wide < 60
     cache = engine.model.layers[0].attention.kv_cache
     assert cache is not None and cache.k.dtype == torch.bfloat16

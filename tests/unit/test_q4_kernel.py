@@ -12,16 +12,17 @@ import numpy as np
 import pytest
 import torch
 
-from lossless.engine import q4_kernel
-from lossless.engine.gguf import q4_weight
-from lossless.engine.quant import Int4Linear, Int4Weight, kernel
+from lossless.engine import cpu
+from lossless.engine.weights import q4_kernel
+from lossless.engine.weights.gguf import q4_weight
+from lossless.engine.weights.quant import Int4Linear, Int4Weight, kernel
 from lossless.errors import UsageError
 
 Q = gguf.GGMLQuantizationType
 WHY_NOT = q4_kernel.available()
 needs_kernel = pytest.mark.skipif(WHY_NOT is not None, reason=f"our int4 kernel: {WHY_NOT}")
 # every instruction set this CPU runs (an AVX-512 CPU runs the AVX2 build too), each built and loaded
-HERE = [isa for isa, (needs, _) in q4_kernel.ISAS.items() if set(needs) <= q4_kernel._cpu_flags()]
+HERE = [isa for isa, (needs, _) in q4_kernel.ISAS.items() if set(needs) <= cpu.flags()]
 BUILT = [isa for isa in HERE if q4_kernel.load(isa) is None]
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

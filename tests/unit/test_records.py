@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from lossless.records import RequestRecord, read_jsonl, write_jsonl
+from lossless.records import RequestRecord
+from lossless.rundir import read_jsonl, write_jsonl
 
 
 def make(**kw: object) -> RequestRecord:

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from lossless.engine.engine import Engine
-from lossless.engine.sampling import SamplingParams, inverse_cdf, make_generator, sample, warp
+from lossless.engine.model.sampling import SamplingParams, inverse_cdf, make_generator, sample, warp
 
 
 def allowed(logits: np.ndarray, temperature: float, top_k: int, top_p: float) -> set[int]:

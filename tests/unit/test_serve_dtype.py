@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lossless.config import DTYPES, ServeConfig, resolve_dtype
+from lossless.engine.cpu import DTYPES, resolve_dtype
 from lossless.errors import UsageError
+from lossless.server.options import ServeOptions
 
 X86_NO_BF16 = (
     "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c\nprocessor\t: 1\nflags\t\t: avx512_bf16\n"
@@ -38,7 +39,7 @@ def test_auto_is_bfloat16_only_with_bfloat16_instructions(
 
 
 def test_a_named_dtype_is_kept_and_a_wrong_one_refused() -> None:
-    assert "auto" in DTYPES and ServeConfig().dtype == "auto"
+    assert "auto" in DTYPES and ServeOptions().dtype == "auto"
     for name in ("bfloat16", "float32", "float64"):
         assert resolve_dtype(name) == (name, f"{name} weights, as asked")
     with pytest.raises(
@@ -50,7 +51,7 @@ def test_a_named_dtype_is_kept_and_a_wrong_one_refused() -> None:
 def test_served_models_are_loaded_in_the_resolved_dtype(tiny_checkpoint: Path) -> None:
     from lossless.server.main import decoding_as, load_model
 
-    loaded = load_model(ServeConfig(model=str(tiny_checkpoint)))
+    loaded = load_model(ServeOptions(model=str(tiny_checkpoint)))
     assert loaded.engine.dtype == resolve_dtype("auto")[0]
-    speculative = decoding_as(loaded, ServeConfig(speculative="ngram"))
+    speculative = decoding_as(loaded, ServeOptions(speculative="ngram"))
     assert speculative.engine.dtype == loaded.engine.dtype and speculative.engine.model is loaded.engine.model

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from lossless.engine.engine import Delta
-from lossless.engine.sampling import SamplingParams
-from lossless.server.metrics import ServerMetrics
+from lossless.engine.model.sampling import SamplingParams
+from lossless.server.exposition import ServerMetrics
 from lossless.server.protocol import (
     IGNORED_HEADER_BYTES,
     MIN_JSON_VALUES,
@@ -22,7 +22,7 @@ from lossless.server.protocol import (
     parse,
     parse_json,
 )
-from lossless.server.worker import (
+from lossless.server.scheduler import (
     EngineJob,
     Event,
     Failed,

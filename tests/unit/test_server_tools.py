@@ -1,4 +1,4 @@
-"""tools / tool_choice / response_format: parsed and refused as documented in server/tools.py, the
+"""tools / tool_choice / response_format: parsed and refused as documented in server/tool_calls.py, the
 tools shown to the model, and tagged calls read back out of whole and streamed text."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lossless.server import tools, toolstream
+from lossless.server import tool_calls, tool_stream
 from lossless.server.protocol import InvalidRequest, parse
 
 WEATHER = {
@@ -25,7 +25,7 @@ ASK = [{"role": "user", "content": "Weather in Paris?"}]
 
 def chat(**fields: Any) -> Any:
     body = {"messages": ASK, **fields}
-    return tools.apply(parse("chat", body, "m", frozenset()), body)
+    return tool_calls.apply(parse("chat", body, "m", frozenset()), body)
 
 
 def test_no_tool_fields_leave_the_request_alone() -> None:
@@ -109,7 +109,7 @@ def test_earlier_calls_and_results_are_written_for_the_model() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
     ]  # fmt: skip
     body = {"messages": messages, "tools": [WEATHER]}
-    req = tools.apply(parse("chat", body, "m", frozenset()), body)
+    req = tool_calls.apply(parse("chat", body, "m", frozenset()), body)
     assert (
         req.messages[2]["content"]
         == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
@@ -121,18 +121,18 @@ CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</
 
 
 def test_split_calls_reads_tagged_calls_and_leaves_the_rest() -> None:
-    content, calls = tools.split_calls("Let me look.\n" + CALL)
+    content, calls = tool_calls.split_calls("Let me look.\n" + CALL)
     assert content == "Let me look." and [c.name for c in calls] == ["get_weather"]
     assert json.loads(calls[0].arguments) == {"city": "Paris"} and calls[0].id.startswith("call_")
     broken = "<tool_call>\nnot json\n</tool_call>"
-    assert tools.split_calls(broken) == (broken, [])
+    assert tool_calls.split_calls(broken) == (broken, [])
 
 
 def test_with_calls_makes_an_openai_message() -> None:
     body = {
         "choices": [{"index": 0, "message": {"role": "assistant", "content": CALL}, "finish_reason": "stop"}]
     }
-    out = tools.with_calls(body, tools.Structured(tools=({"name": "get_weather"},)))
+    out = tool_calls.with_calls(body, tool_calls.Structured(tools=({"name": "get_weather"},)))
     choice = out["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
     assert choice["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
@@ -142,7 +142,7 @@ def stream_out(text: str, cuts: list[int], parallel: bool = True) -> tuple[str, 
     """``text`` fed to a CallStream in pieces cut at ``cuts`` -> (the content, the calls as a client
     accumulates them), checking the deltas' shape on the way: a first delta with id, type, name and
     the arguments text generated with the name (often none), then only index and more arguments."""
-    stream = toolstream.CallStream(parallel)
+    stream = tool_stream.CallStream(parallel)
     shown: list[str] = []
     calls: list[dict[str, Any]] = []
     for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
@@ -183,7 +183,7 @@ def split_everywhere(text: str) -> list[list[int]]:
 @pytest.mark.parametrize("name", TEXTS)
 def test_call_stream_matches_the_whole_answer_however_the_text_is_cut(name: str) -> None:
     text = TEXTS[name]
-    content, calls = tools.split_calls(text)
+    content, calls = tool_calls.split_calls(text)
     whole = [{"name": c.name, "arguments": json.loads(c.arguments)} for c in calls]
     for cuts in split_everywhere(text):
         shown, streamed = stream_out(text, cuts)
@@ -197,7 +197,7 @@ def test_streamed_arguments_are_the_generated_text_up_to_the_objects_end() -> No
 
 
 def test_a_call_goes_out_as_soon_as_its_name_is_known() -> None:
-    stream = toolstream.CallStream()
+    stream = tool_stream.CallStream()
     assert stream.feed('<tool_call>\n{"name": "get_weather"') == ("", [])
     content, (first,) = stream.feed(", ")
     assert content == "" and first["function"] == {"name": "get_weather", "arguments": ""}
@@ -217,7 +217,7 @@ def test_parallel_false_sends_the_first_call_only() -> None:
 
 
 def test_call_stream_gives_back_a_call_cut_before_its_name() -> None:
-    stream = toolstream.CallStream()
+    stream = tool_stream.CallStream()
     assert stream.feed(CALL[:30]) == ("", [])
     assert stream.flush() == CALL[:30]
 
@@ -237,7 +237,7 @@ def test_a_call_malformed_after_its_name_stays_a_call_and_drops_the_rest() -> No
     for cuts in split_everywhere(text):
         shown, calls = stream_out(text, cuts)
         assert shown == " then text" and calls == [{"name": "f", "arguments": '{"a": "x}\n'}]
-    assert tools.split_calls(text) == (text, [])  # the whole answer has no call: it is text
+    assert tool_calls.split_calls(text) == (text, [])  # the whole answer has no call: it is text
     trailer = '<tool_call>{"name": "f", "arguments": {"a": 1}, "b": [}</tool_call>'
     assert stream_out(trailer, [])[1] == [{"name": "f", "arguments": '{"a": 1}'}]
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from lossless.engine.engine import Delta
-from lossless.engine.sampling import SamplingParams
-from lossless.server.metrics import ServerMetrics
-from lossless.server.worker import EngineJob, Event, Failed, Finished, QueueFull, Started, Worker
+from lossless.engine.model.sampling import SamplingParams
+from lossless.server.exposition import ServerMetrics
+from lossless.server.scheduler import EngineJob, Event, Failed, Finished, QueueFull, Started, Worker
 
 
 class ScriptedEngine:

@@ -8,10 +8,10 @@ import torch
 from hypothesis import assume, given, settings, strategies as st
 from torch import Tensor
 
-from lossless.config import DrafterSpec, parse_drafter_spec
-from lossless.engine.drafts import NgramDrafter, check_same_vocab, ngram_lookup
-from lossless.engine.sampling import SamplingParams, warp
-from lossless.engine.speculative import SpecStats, accept_draft, residual_distribution
+from lossless.engine.model.sampling import SamplingParams, warp
+from lossless.engine.speculate.drafts import NgramDrafter, check_same_vocab, ngram_lookup
+from lossless.engine.speculate.spec import DrafterSpec, parse_drafter_spec
+from lossless.engine.speculate.speculative import SpecStats, accept_draft, residual_distribution
 from lossless.errors import UsageError
 
 D = torch.float64

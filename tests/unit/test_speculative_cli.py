@@ -30,9 +30,9 @@ def test_bad_speculative_options_fail_in_one_line(args: list[str], needle: str) 
 
 def test_a_head_that_does_not_fit_the_model_is_refused_in_one_line(tmp_path, tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]
     """The shipped head is for SmolLM2-135M; the tiny test model's embedding has another shape."""
-    from lossless.config import ServeConfig
     from lossless.errors import CheckpointError
     from lossless.server.main import load_model
+    from lossless.server.options import ServeOptions
 
     with pytest.raises(CheckpointError, match="embedding"):
-        load_model(ServeConfig(model=str(tiny_checkpoint), speculative="dspark"))
+        load_model(ServeOptions(model=str(tiny_checkpoint), speculative="dspark"))

@@ -29,12 +29,12 @@ from test_speculative_mc import (
 from tiny_grammar import PRINTABLE, char_tokenizer
 from torch import Tensor
 
-from lossless.engine import speculative
-from lossless.engine.constrain import Constraint, json_schema_grammar, lark_grammar
-from lossless.engine.drafts import ModelDrafter, NgramDrafter
-from lossless.engine.generate import plain_tokens
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.speculative import Draft, Drafter, SpecStats, speculative_decode
+from lossless.engine.model.constrain import Constraint, json_schema_grammar, lark_grammar
+from lossless.engine.model.generate import plain_tokens
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate import speculative
+from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter
+from lossless.engine.speculate.speculative import Draft, Drafter, SpecStats, speculative_decode
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

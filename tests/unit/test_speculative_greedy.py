@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import Tensor
 
-from lossless.engine.config import TINY
-from lossless.engine.drafts import ModelDrafter, NgramDrafter, NoDrafter
-from lossless.engine.model import Transformer
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.speculative import Draft, Drafter, SpecStats, speculative_decode
+from lossless.engine.model.args import TINY
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.model.transformer import Transformer
+from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter, NoDrafter
+from lossless.engine.speculate.speculative import Draft, Drafter, SpecStats, speculative_decode
 
 GREEDY = SamplingParams(temperature=0.0)
 NEW = 40

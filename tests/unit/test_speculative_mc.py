@@ -16,11 +16,11 @@ import torch
 from scipy import stats as sps
 from torch import Tensor
 
-from lossless.engine.config import ModelArgs
-from lossless.engine.drafts import ModelDrafter, NgramDrafter
-from lossless.engine.model import Transformer
-from lossless.engine.sampling import SamplingParams, sample, warp
-from lossless.engine.speculative import (
+from lossless.engine.model.args import ModelArgs
+from lossless.engine.model.sampling import SamplingParams, sample, warp
+from lossless.engine.model.transformer import Transformer
+from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter
+from lossless.engine.speculate.speculative import (
     AcceptRule,
     Draft,
     Drafter,

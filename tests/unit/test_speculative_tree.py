@@ -14,10 +14,10 @@ import pytest
 import torch
 from test_speculative_mc import ALPHA, chi_square_pvalue, draw, micro_pair, transformer_truth
 
-from lossless.engine import speculative
-from lossless.engine.model import Transformer
-from lossless.engine.sampling import SamplingParams
-from lossless.engine.speculative import Draft, speculative_decode
+from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.model.transformer import Transformer
+from lossless.engine.speculate import speculative
+from lossless.engine.speculate.speculative import Draft, speculative_decode
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

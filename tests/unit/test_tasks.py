@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lossless.errors import UsageError
+from lossless.tasks.calculator import calculator
 from lossless.tasks.checkers import (
     Exact,
     Numeric,
@@ -22,7 +23,6 @@ from lossless.tasks.checkers import (
     parse_checker,
     program,
 )
-from lossless.tasks.demo import calculator
 from lossless.tasks.sets import arithmetic, humaneval, load_set, tools_demo
 from lossless.tasks.task import Limits, load_tasks, parse_task
 
@@ -304,7 +304,7 @@ def test_a_table_tool_answers_from_its_table(tmp_path: Path) -> None:
 
 def test_a_function_tool_from_a_module_or_a_file_beside_the_task_file(tmp_path: Path) -> None:
     (tmp_path / "mytools.py").write_text("def double(x):\n    return {'twice': 2 * x}\n")
-    by_module = {**LOOKUP, "implementation": "lossless.tasks.demo:calculator"}
+    by_module = {**LOOKUP, "implementation": "lossless.tasks.calculator:calculator"}
     by_file = {**LOOKUP, "implementation": "mytools.py:double"}
     del by_module["results"], by_file["results"]
     by_file["function"] = {**LOOKUP["function"], "name": "double"}
@@ -341,7 +341,7 @@ def test_bad_tools_get_one_line_errors(tmp_path: Path, change: dict[str, Any], m
     ("target", "message"),
     [
         ("no_such_module_xyz:f", r"cannot import no_such_module_xyz: ModuleNotFoundError"),
-        ("lossless.tasks.demo:nothing", r"lossless\.tasks\.demo has no function 'nothing'"),
+        ("lossless.tasks.calculator:nothing", r"lossless\.tasks\.calculator has no function 'nothing'"),
         ("missing.py:f", r"cannot import missing\.py: FileNotFoundError"),
         ("no-colon", r"'no-colon': expected module:function or file\.py:function"),
     ],
@@ -404,7 +404,7 @@ def test_load_set_by_name_or_file(tmp_path: Path) -> None:
 
 
 def test_required_first_forces_a_tool_call_on_an_attempts_first_model_call_only() -> None:
-    from lossless.endpoints import Endpoint
+    from lossless.client.endpoints import Endpoint
     from lossless.tasks.runner import RunnerConfig, _body
 
     task, endpoint = tools_demo()[0], Endpoint("e", "http://127.0.0.1:1/v1", "m")

@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.turn import ToolCall, Turn, _Acc
-from lossless.endpoints import Endpoint
 from lossless.records import CONTENT, TOOL
 from lossless.tasks.result import TaskRun
 from lossless.tasks.runner import Prices, backoff
-from lossless.tasks.stats import compare, pass_at_k, summarize, wilson
+from lossless.tasks.tally import compare, pass_at_k, summarize, wilson
 
 E = Endpoint("e", "http://127.0.0.1:1/v1", "m")
 

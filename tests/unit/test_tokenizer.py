@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lossless.engine.tokenizer import Tokenizer
+from lossless.engine.model.tokenizer import Tokenizer
 from lossless.errors import CheckpointError, UsageError
 
 

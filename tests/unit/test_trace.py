@@ -14,15 +14,9 @@ from typing import Any
 
 import pytest
 
+from lossless.bench.workload.trace import Dialogue, load_sharegpt, load_trace, read_sharegpt, sharegpt_prompts
+from lossless.client.prompt import Prompt
 from lossless.errors import UsageError
-from lossless.workload.prompts import Prompt
-from lossless.workload.trace import (
-    Dialogue,
-    load_sharegpt,
-    load_trace,
-    read_sharegpt,
-    sharegpt_prompts,
-)
 
 Encoder = tuple[Callable[[str], list[int]], Callable[[list[int]], str]]
 CHARS: Encoder = (lambda text: [ord(c) for c in text], lambda ids: "".join(map(chr, ids)))
@@ -130,7 +124,7 @@ def test_a_tokenizer_that_merges_across_a_newline_is_mended(tmp_path: Path) -> N
 def smollm2() -> Encoder:
     pytest.importorskip("tokenizers", reason="the engine extra is not installed")
     from lossless.models import resolve
-    from lossless.tokens import load_token_encoder
+    from lossless.provision.tokenizers import load_token_encoder
 
     path = resolve(pull_missing=False)
     if not path.is_file():
@@ -180,7 +174,7 @@ def common_ids(a: list[int], b: list[int]) -> int:
 
 
 def test_multi_token_words_are_topped_up_exactly(tmp_path: Path, tiny_checkpoint: Path) -> None:
-    from lossless.tokens import load_token_encoder
+    from lossless.provision.tokenizers import load_token_encoder
 
     encoder = load_token_encoder(str(tiny_checkpoint))  # a ~300-token vocabulary: most words are 2-9
     rows = synthetic_trace(40, random.Random(5), block=64)

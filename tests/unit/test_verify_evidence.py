@@ -8,7 +8,7 @@ import pytest
 from lossless.verify.collect import Greedy
 from lossless.verify.decide import Agreement, Criteria, decide
 from lossless.verify.evidence import greedy_agreement
-from lossless.verify.stats import Finding
+from lossless.verify.two_sample import Finding
 
 
 def g(text: str, *lps: float) -> Greedy:

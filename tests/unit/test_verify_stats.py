@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lossless.analyze.paired import paired_accuracy
 from lossless.verify.collect import _text_score
 from lossless.verify.decide import Agreement, Criteria, decide
-from lossless.verify.stats import (
+from lossless.verify.two_sample import (
     TAIL,
     Finding,
     Sample,
@@ -16,7 +17,6 @@ from lossless.verify.stats import (
     contexts,
     hamming_kernel,
     holm,
-    paired_accuracy,
     pooled_sd,
     repeated,
     score_se,

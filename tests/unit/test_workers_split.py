@@ -10,9 +10,9 @@ from hypothesis import given, strategies as st
 from test_records import make
 
 from lossless.analyze.clients import saturation_warnings
+from lossless.bench.loop import BenchConfig
 from lossless.client.call import CallOptions
 from lossless.records import ClientLoad, on_one_timeline
-from lossless.run import BenchConfig
 
 CALL = CallOptions("chat", True, 16, None, None)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from lossless.bench.workload.arrivals import gamma, poisson
+from lossless.bench.workload.prompts import prompts
 from lossless.errors import UsageError
-from lossless.workload.arrivals import gamma, poisson
-from lossless.workload.prompts import prompts
 
 
 def take(suite: str, n: int, seed: int = 0) -> list:

@@ -9,21 +9,20 @@ summarize.py  records -> Summary
 result.py     Summary and its parts, frozen and typed; as_dict / from_dict at the JSON edge
 """
 
-from lossless.analyze.compare import Drift, compare_classes, compare_runs, drift
+from lossless.analyze.distribution import Distribution, describe
 from lossless.analyze.metrics import METRIC, METRICS, STATS, Metric
-from lossless.analyze.result import (
+from lossless.analyze.ratios import (
     ClassComparison,
     Comparison,
-    Distribution,
-    EndpointStats,
-    GroupStats,
+    Drift,
     RunComparison,
-    RunInfo,
-    Summary,
+    compare_classes,
+    compare_runs,
+    drift,
 )
-from lossless.analyze.server import served_by, server_times, spec_stats
-from lossless.analyze.stats import describe
+from lossless.analyze.server_side import served_by, server_times, spec_stats
 from lossless.analyze.summarize import summarize
+from lossless.analyze.summary import EndpointStats, GroupStats, RunInfo, Summary
 from lossless.analyze.timing import Timing, parse_slo, timing
 
 __all__ = [

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from lossless.analyze.compare import compare_classes, comparisons
+from lossless.analyze.distribution import Distribution, describe
 from lossless.analyze.metrics import METRICS
-from lossless.analyze.result import (
+from lossless.analyze.ratios import compare_classes, comparisons
+from lossless.analyze.server_side import served_by, server_times, spec_stats, tally
+from lossless.analyze.summary import (
     CacheStats,
-    Distribution,
     EndpointStats,
     GroupStats,
     LengthCheck,
@@ -20,8 +21,6 @@ from lossless.analyze.result import (
     Summary,
     Throughput,
 )
-from lossless.analyze.server import served_by, server_times, spec_stats, tally
-from lossless.analyze.stats import describe
 from lossless.analyze.timing import Timing, meets, timing
 from lossless.records import RequestRecord, on_one_timeline
 

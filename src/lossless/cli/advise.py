@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from lossless import checks
-from lossless.advise.stage import AdviseOptions, ms_list
+from lossless import validate
+from lossless.advise.options import AdviseOptions, ms_list
 from lossless.cli.common import SEED, FiniteFloat, friendly_errors, json_flag
 
 A = AdviseOptions()
@@ -57,7 +57,7 @@ def advise(
 ) -> None:
     """Time-outs, hedging and failover for endpoints measured by bench --out RUN_DIR, predicted per
     endpoint and load level by resampling their records, each with its 95% interval and assumptions."""
-    from lossless.advise import stage
+    from lossless.advise.run import run as advise_runs
     from lossless.console import people_console
     from lossless.report import advise as show
 
@@ -68,8 +68,8 @@ def advise(
         **opts,
     )
     if options.output is not None:
-        checks.writable_file(options.output, "--output")
-    result = stage.run(options)
+        validate.writable_file(options.output, "--output")
+    result = advise_runs(options)
     show.emit(result, people_console(stderr=options.as_json), options.as_json, options.output)
     if options.output is not None:
         click.echo(f"wrote {options.output}", err=True)

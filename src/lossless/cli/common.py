@@ -1,4 +1,4 @@
-"""What every command shares: one-line errors, the value types of options, and output checks."""
+"""What every command shares: one-line errors, the value types of options, and output validate."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import click
 
-from lossless import checks
+from lossless import validate
 from lossless.errors import LosslessError
 
 
@@ -63,9 +63,9 @@ def outputs(folder: Path | None, files: tuple[str, ...], page: Path | None = Non
     """--out and --html can be written: checked before the run, so that no result is lost to a late
     failure (a file where a folder should be, a read-only disk)."""
     if folder is not None:
-        checks.writable_dir(folder, "--out", files)
+        validate.writable_dir(folder, "--out", files)
     if page is not None:
-        checks.writable_file(page, "--html")
+        validate.writable_file(page, "--html")
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lossless.cli.common import SECONDS, SEED, friendly_errors, output_flags, outputs
-from lossless.options import InspectOptions
+from lossless.inspect.options import InspectOptions
 
 DEFAULTS = InspectOptions()
 
@@ -79,10 +79,10 @@ def inspect(
 
     With no URL: the embedded model, served plainly."""
     from lossless.console import people_console
-    from lossless.inspect import stage
+    from lossless.inspect.run import run as inspect_endpoints
     from lossless.report import inspect as report
 
     options = InspectOptions(urls=urls, tokenizers=tokenizers, references=references, **opts)
     outputs(options.out_dir, ("inspect.json", "inspect.html"))
-    result = stage.run(options)
+    result = inspect_endpoints(options)
     report.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)

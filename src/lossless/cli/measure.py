@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from lossless.bench.options import MAX_WORKERS, BenchOptions
+from lossless.bench.workload.synthetic import parse_lengths
 from lossless.cli.common import (
     SECONDS,
     SEED,
@@ -19,8 +21,9 @@ from lossless.cli.common import (
     output_flags,
     outputs,
 )
-from lossless.options import MAX_WORKERS, BenchOptions, ProbeOptions, VerifyOptions, float_list, int_list
-from lossless.workload.synthetic import parse_lengths
+from lossless.probe.options import ProbeOptions
+from lossless.validate import float_list, int_list
+from lossless.verify.options import VerifyOptions
 
 BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
 B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
@@ -150,13 +153,13 @@ def bench_options(
 @friendly_errors
 def bench(**flags: Any) -> None:
     """Benchmark OpenAI-compatible endpoints (none given: the embedded server)."""
-    from lossless import bench as stage
+    from lossless.bench.run import run as run_bench
     from lossless.console import people_console
     from lossless.report import bench as show
 
     options = bench_options(**flags)
     outputs(options.out_dir, BENCH_FILES, options.html)
-    summary, records = stage.run(options)
+    summary, records = run_bench(options)
     console = people_console(stderr=options.as_json)
     show.emit(summary, records, console, options.as_json, options.out_dir, options.html)
     if summary.interrupted:
@@ -176,12 +179,12 @@ def bench(**flags: Any) -> None:
 def probe(url: str | None, **opts: Any) -> None:
     """Which request parameters does an endpoint honour? (none given: the embedded server)"""
     from lossless.console import people_console
-    from lossless.probe import stage
+    from lossless.probe.run import run as run_probe
     from lossless.report import probe as show
 
     options = ProbeOptions(url=url, **opts)
     outputs(options.out_dir, ("probe.json",))
-    result = stage.run(options)
+    result = run_probe(options)
     show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)
 
 
@@ -224,12 +227,12 @@ def verify(baseline: str | None, candidate: str | None, budget: str, **opts: Any
     With no URLs: the embedded engine's speculative decoding against its plain decoding."""
     from lossless.console import people_console
     from lossless.report import verify as show
-    from lossless.verify import stage
     from lossless.verify.budget import parse_budget
+    from lossless.verify.run import EXIT_CODES, run as run_verify
 
     options = VerifyOptions(baseline=baseline, candidate=candidate, budget=parse_budget(budget), **opts)
     outputs(options.out_dir, ("verify.json",), options.html)
-    result = stage.run(options)
+    result = run_verify(options)
     console = people_console(stderr=options.as_json)
     show.emit(result, console, options.as_json, options.out_dir, options.html)
-    sys.exit(stage.EXIT_CODES[result.verdict])
+    sys.exit(EXIT_CODES[result.verdict])

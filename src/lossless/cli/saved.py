@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from lossless import checks
+from lossless import validate
 from lossless.atomic import atomic_path
 from lossless.cli.common import friendly_errors, json_flag, outputs
-from lossless.cli.measure import BENCH_FILES
 from lossless.errors import UsageError
+from lossless.rundir import BENCH_FILES
 
 
 @click.command("report")
@@ -34,24 +34,25 @@ def report(run_dirs: tuple[Path, ...], output: Path | None, out_dir: Path | None
     A run stopped before it wrote summary.json is summarized from its records. Several RUN_DIRs (with
     --out): one summary of them all, every percentile from all their records."""
     from lossless.report import html
+    from lossless.rundir import read_run
 
     if len(run_dirs) > 1 or out_dir is not None:
         _merge(list(run_dirs), output, out_dir)
         return
     run_dir = run_dirs[0]
     target = output or run_dir / "report.html"
-    checks.writable_file(target, "--output" if output else "the report")
-    run = html.read_run(run_dir, page_dir=target.parent)
-    path = html.write(target, html.render_saved(run, run_dir))
+    validate.writable_file(target, "--output" if output else "the report")
+    run, inspected = html.with_links(read_run(run_dir), run_dir, target.parent)
+    path = html.write(target, html.render_saved(run, run_dir, inspected))
     for note in run.notes:
         click.echo(f"note: {note}", err=True)
     click.echo(str(path))  # stdout is data: where the report is
 
 
 def _merge(run_dirs: list[Path], output: Path | None, out_dir: Path | None) -> None:
+    from lossless import rundir
     from lossless.console import people_console
-    from lossless.records import write_jsonl
-    from lossless.report import files, html, terminal
+    from lossless.report import html, terminal
     from lossless.report.merge import merge
 
     if out_dir is None:
@@ -59,8 +60,8 @@ def _merge(run_dirs: list[Path], output: Path | None, out_dir: Path | None) -> N
     outputs(out_dir, (*BENCH_FILES, "report.html"), output)
     merged = merge(run_dirs)
     with atomic_path(out_dir / "records.jsonl") as tmp:
-        write_jsonl(tmp, merged.records)
-    files.write(merged.summary, out_dir)
+        rundir.write_jsonl(tmp, merged.records)
+    rundir.write(merged.summary, out_dir)
     terminal.render(merged.summary, people_console(stderr=True))  # stdout: where the report is
     path = html.write(output or out_dir / "report.html", html.render_run(merged.summary, merged.records))
     click.echo(str(path))
@@ -75,13 +76,13 @@ def _merge(run_dirs: list[Path], output: Path | None, out_dir: Path | None) -> N
 def compare(run_a: Path, run_b: Path, output: Path | None, as_json: bool) -> None:
     """Two saved runs (bench --out dirs): B's latency and speed as ratios of A's, with 95% CIs."""
     from lossless.console import people_console
-    from lossless.report import compare as stage
+    from lossless.report import compare
 
     if output is not None:
-        checks.writable_file(output, "--output")
-    result = stage.load(run_a, run_b)
+        validate.writable_file(output, "--output")
+    result = compare.load(run_a, run_b)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
-    stage.emit(result, people_console(stderr=as_json), as_json, output)
+    compare.emit(result, people_console(stderr=as_json), as_json, output)
     if output is not None:
         click.echo(f"wrote {output}", err=True)

@@ -9,15 +9,17 @@ from typing import Any
 
 import click
 
-from lossless import checks
+from lossless import validate
 from lossless.cli.common import SEED, THREADS, FiniteFloat, friendly_errors, outputs
-from lossless.cli.measure import BENCH_FILES
-from lossless.config import DEFAULT_K, DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DTYPES, ServeConfig
+from lossless.demo.options import QUICK_DEMO, DemoOptions
 from lossless.draft.recipe import Recipe
+from lossless.engine.cpu import DTYPES
+from lossless.engine.speculate.spec import DEFAULT_K, DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE
 from lossless.errors import LosslessError
-from lossless.options import QUICK_DEMO, DemoOptions
+from lossless.rundir import BENCH_FILES
+from lossless.server.options import ServeOptions
 
-S, D, Q, R = ServeConfig(), DemoOptions(), QUICK_DEMO, Recipe()
+S, D, Q, R = ServeOptions(), DemoOptions(), QUICK_DEMO, Recipe()
 
 
 @click.group()
@@ -36,7 +38,7 @@ def models_pull(name: str | None) -> None:
     if model is None:
         raise LosslessError(f"unknown model {name!r}; embedded models: {', '.join(sorted(cache.EMBEDDED))}")
     if not cache.cached_path(model).is_file():  # $LOSSLESS_HOME may name a file or a read-only place
-        checks.writable_dir(cache.models_dir(), "the model cache ($LOSSLESS_HOME/models)")
+        validate.writable_dir(cache.models_dir(), "the model cache ($LOSSLESS_HOME/models)")
     path = cache.pull(model)
     click.echo(str(path))
 
@@ -113,10 +115,10 @@ def _threshold_help() -> str:
 @friendly_errors
 def serve(**opts: Any) -> None:
     """Serve a model behind an OpenAI-compatible HTTP API."""
-    from lossless.config import parse_drafter_spec
+    from lossless.engine.speculate.spec import parse_drafter_spec
     from lossless.server.main import serve as run_server
 
-    config = ServeConfig(**opts)
+    config = ServeOptions(**opts)
     parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
     run_server(config)  # a bad spec failed above, before the model loads
 
@@ -158,13 +160,13 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     and prints the held-out evaluation; `lossless serve --speculative dspark:OUT` uses the head.
     """
     from lossless.console import stderr_console
-    from lossless.draft import train as stage
+    from lossless.draft import train
 
     train_files = ("head.safetensors", "head.json", "recipe.json", "train_log.jsonl", "data.pt")
-    checks.writable_dir(out_dir, "--out", train_files)
+    validate.writable_dir(out_dir, "--out", train_files)
     console = stderr_console()
     given = {k: v for k, v in changes.items() if v is not None}
-    evaluation = stage.main(out_dir, model, threads, given, console.print)
+    evaluation = train.main(out_dir, model, threads, given, console.print)
     click.echo(json.dumps(evaluation, indent=2))
 
 
@@ -210,13 +212,14 @@ def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
     """Serve the embedded model plainly and speculatively, benchmark, verify and report both.
 
     Exit 0, or 1 when verification finds the speculative mode different."""
-    from lossless import demo as stage
-    from lossless.config import parse_drafter_spec
+    from lossless.demo.options import demo_options
+    from lossless.demo.run import run as run_demo
+    from lossless.engine.speculate.spec import parse_drafter_spec
     from lossless.report.demo import summary_lines
 
-    options = stage.demo_options(out_dir, quick, **opts)
+    options = demo_options(out_dir, quick, **opts)
     outputs(out_dir, (*BENCH_FILES, "verify.json", "report.html"))
     parse_drafter_spec(options.drafter)  # before the model is pulled and loaded
-    result = stage.run(options)
+    result = run_demo(options)
     click.echo("\n".join(summary_lines(result)))
     sys.exit(1 if result.verdict == "different" else 0)

@@ -16,7 +16,8 @@ from lossless.cli.common import (
     output_flags,
     outputs,
 )
-from lossless.options import MAX_CONCURRENCY, TasksOptions
+from lossless.tasks.options import TasksOptions
+from lossless.validate import MAX_CONCURRENCY
 
 T = TasksOptions()
 PRICE = FiniteFloat(0, 1e9)
@@ -97,9 +98,9 @@ def tasks(urls: tuple[str, ...], **opts: Any) -> None:
     Several endpoints run the same tasks one after another, each compared with the first."""
     from lossless.console import people_console
     from lossless.report import tasks as show
-    from lossless.tasks import stage
+    from lossless.tasks.run import run as run_tasks
 
     options = TasksOptions(urls=urls, **opts)
     outputs(options.out_dir, ("tasks.json",), options.html)
-    result = stage.run(options)
+    result = run_tasks(options)
     show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir, options.html)

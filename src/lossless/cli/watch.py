@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lossless import checks
+from lossless import validate
 from lossless.cli.common import exit_interrupted, friendly_errors, json_flag
 from lossless.cli.measure import bench as bench_command, bench_options
 from lossless.errors import EndpointError, UsageError
@@ -49,7 +49,8 @@ def watch(every: str | None, runs: int | None, until: str | None, db: Path, **be
     Ctrl-C or SIGTERM keeps every finished run; a run it cuts short is left out of the history (its
     files stay in DB.runs/ID.partial) and the watch exits 130."""
     from lossless.report import trend
-    from lossless.watch import stage
+    from lossless.watch.options import WatchOptions
+    from lossless.watch.run import run as run_watch
     from lossless.watch.schedule import Schedule, parse_duration
 
     schedule = Schedule(
@@ -57,8 +58,8 @@ def watch(every: str | None, runs: int | None, until: str | None, db: Path, **be
         runs=runs,
         until=None if until is None else parse_duration(until, "--until"),
     )
-    options = stage.WatchOptions(bench_options(**bench_args), schedule, db)
-    outcomes = stage.run(
+    options = WatchOptions(bench_options(**bench_args), schedule, db)
+    outcomes = run_watch(
         options,
         on_run=lambda o: click.echo("\n".join(trend.run_lines(o, runs)), err=True),
         on_start=lambda: click.echo(f"watch: {schedule.text}; history {db}", err=True),
@@ -101,7 +102,7 @@ def history(db: Path, last: int, compare: tuple[str, str] | None, html: Path | N
     from lossless.watch.trends import trends
 
     if html is not None:
-        checks.writable_file(html, "--html")
+        validate.writable_file(html, "--html")
     path = db.absolute()
     connection = store.open_db(db, create=False)
     try:
@@ -139,12 +140,12 @@ def _run_folder(runs: Sequence[Run], ref: str) -> Path:
 
 
 def _compare(folders: list[Path], console: Console, as_json: bool, page: Path | None) -> None:
-    from lossless.report import compare as stage
+    from lossless.report import compare
 
-    result = stage.load(folders[0], folders[1])
+    result = compare.load(folders[0], folders[1])
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
-    stage.emit(result, console, as_json, page)
+    compare.emit(result, console, as_json, page)
     if page is not None:
         click.echo(f"wrote {page}", err=True)
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.http import Response, Session, TransportError
 from lossless.client.openai import PATHS, Chunk, cached_tokens, reasoning_tokens, request_body
+from lossless.client.prompt import Prompt
 from lossless.client.sse import read_events
-from lossless.endpoints import Endpoint
 from lossless.records import TOKEN_KINDS, RequestRecord
-from lossless.workload.prompts import Prompt
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lossless.endpoints import Endpoint
+from lossless.client.endpoints import Endpoint
+from lossless.client.prompt import Prompt
 from lossless.records import CONTENT, EMPTY, REASONING, TOOL, USAGE
-from lossless.workload.prompts import Prompt
 
 PATHS = {"chat": "/chat/completions", "completions": "/completions"}
 

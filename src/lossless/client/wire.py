@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Response, Session, TransportError
 from lossless.client.openai import Chunk, reasoning_tokens
 from lossless.client.sse import read_events
-from lossless.endpoints import Endpoint, api_key, public_url
 from lossless.errors import EndpointError
 
 MAX_ERROR_CHARS = 300
@@ -151,6 +151,22 @@ class Wire:
             # the connection closed before the stream said it was done: a cut answer, not a short one
             parts.error = "stream ended without [DONE] or a finish_reason"
         return parts.reply(time.perf_counter() - start, self._session.redact)
+
+
+def chat(content: str, **fields: Any) -> dict[str, Any]:
+    """A chat body of one user message, with ``fields`` beside it."""
+    return {"messages": [{"role": "user", "content": content}], **fields}
+
+
+async def gather(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) -> list[Reply]:
+    """Every body posted, at most ``concurrency`` at a time; the replies in the bodies' order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(body: dict[str, Any]) -> Reply:
+        async with gate:
+            return await w.post(body)
+
+    return list(await asyncio.gather(*(one(b) for b in bodies)))
 
 
 class _StreamParts:

@@ -31,7 +31,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from lossless.engine.engine import Engine
-    from lossless.engine.model import Transformer
+    from lossless.engine.model.transformer import Transformer
 
 WRITTEN_MAX = 64  # tokens of a prompt the target writes; one not ended by then is dropped
 WINDOW = 8  # hidden states before the answer's first token that the first draft looks at

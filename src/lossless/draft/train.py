@@ -31,10 +31,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lossless.atomic import atomic_path, write_atomic
-from lossless.config import native_bfloat16
 from lossless.draft.data import WINDOW, AnsweredPrompt, bundled_prompts, collect, written_prompts
 from lossless.draft.recipe import Recipe
-from lossless.engine.head import DSparkHead, HeadConfig, save_head
+from lossless.engine.cpu import native_bfloat16
+from lossless.engine.speculate.head import DSparkHead, HeadConfig, save_head
 
 Log = Callable[[dict[str, Any]], None]
 

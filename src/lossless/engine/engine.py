@@ -19,22 +19,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lossless.config import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec
-from lossless.engine.drafts import ModelDrafter, NgramDrafter, check_same_vocab
-from lossless.engine.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
-from lossless.engine.packed import PackedLinear, pack_output
-from lossless.engine.quant import kernel
-from lossless.engine.sampling import SamplingParams, make_generator
-from lossless.engine.speculative import Drafter, SpecStats, speculative_decode
+from lossless.engine.model.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
+from lossless.engine.model.sampling import SamplingParams, make_generator
+from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter, check_same_vocab
+from lossless.engine.speculate.spec import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec
+from lossless.engine.speculate.speculative import Drafter, SpecStats, speculative_decode
+from lossless.engine.weights.packed import PackedLinear, pack_output
+from lossless.engine.weights.quant import kernel
 from lossless.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from lossless.engine.config import ModelArgs
-    from lossless.engine.hf import Checkpoint
-    from lossless.engine.model import Transformer
-    from lossless.engine.tokenizer import Tokenizer
+    from lossless.engine.model.args import ModelArgs
+    from lossless.engine.model.tokenizer import Tokenizer
+    from lossless.engine.model.transformer import Transformer
+    from lossless.engine.weights.hf import Checkpoint
 
 __all__ = ["Delta", "Engine", "ModelLock", "TokenLogprob", "build_drafter", "build_model"]
 
@@ -149,11 +149,11 @@ class Engine:
         if dtype == "int4" and path.suffix != ".gguf":
             raise UsageError(f"{path.name}: int4 weights come from a GGUF file's Q4_0 / Q4_1 blocks")
         if path.is_dir():
-            from lossless.engine.hf import load_hf
+            from lossless.engine.weights.hf import load_hf
 
             checkpoint = load_hf(path, torch_dtype)
         elif path.suffix == ".gguf":
-            from lossless.engine.gguf import load_gguf
+            from lossless.engine.weights.gguf import load_gguf
 
             checkpoint = load_gguf(path, torch_dtype, int4=dtype == "int4")
             if dtype == "int4" and not checkpoint.int4:
@@ -192,7 +192,7 @@ class Engine:
 
     def _compile_drafter(self) -> None:
         """A draft model's forward passes (compiled at their first use) or a draft head's pass (now)."""
-        from lossless.engine.head_drafter import HeadDrafter
+        from lossless.engine.speculate.head_drafter import HeadDrafter
 
         draft = getattr(self.drafter, "model", None)
         if draft is not None and draft is not self.model:
@@ -236,7 +236,7 @@ class Engine:
         generator = make_generator(params.seed)
         constraint = None
         if params.grammar is not None:
-            from lossless.engine.constrain import Constraint
+            from lossless.engine.model.constrain import Constraint
 
             constraint = Constraint(params.grammar, self.tokenizer, self.args.vocab_size)
         if self.drafter is None or self.spec is None:
@@ -286,12 +286,12 @@ def build_model(
     `packed.can_pack`."""
     import torch
 
-    from lossless.engine.prompts import choose_prompt_model
+    from lossless.engine.model.prompt_numerics import choose_prompt_model
 
     weights = dict(checkpoint.weights)
     model = _holding(checkpoint.args, weights)
     if checkpoint.int4:
-        from lossless.engine.quant import use_int4
+        from lossless.engine.weights.quant import use_int4
 
         use_int4(model, checkpoint.int4, int4_kernel)
     model.setup_cache(max_context)
@@ -312,7 +312,7 @@ def build_model(
 def _holding(args: ModelArgs, weights: dict[str, Tensor]) -> Transformer:
     import torch
 
-    from lossless.engine.model import Transformer
+    from lossless.engine.model.transformer import Transformer
 
     with torch.device("meta"):
         model = Transformer(args)  # no memory, no random init: the weights come next
@@ -338,8 +338,8 @@ def build_drafter(spec: DrafterSpec, target: Engine) -> Drafter | None:
     if spec.kind == "ngram":
         return NgramDrafter(spec.k)
     if spec.kind == "dspark":
-        from lossless.engine.head import SHIPPED, load_head
-        from lossless.engine.head_drafter import HeadDrafter
+        from lossless.engine.speculate.head import SHIPPED, load_head
+        from lossless.engine.speculate.head_drafter import HeadDrafter
 
         head = load_head(spec.path or SHIPPED, target.model.tok_embeddings.weight)
         if target.int4_kernel is not None:

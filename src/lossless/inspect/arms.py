@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lossless.workload.prompts import Prompt
+from lossless.client.prompt import Prompt
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from lossless.client.call import CallOptions, Job, call
+from lossless.client.endpoints import Endpoint, api_key
 from lossless.client.http import Session
 from lossless.client.prometheus import scrape
-from lossless.endpoints import Endpoint, api_key
 from lossless.inspect.arms import ARMS, Arm, order, prompt
 from lossless.records import RequestRecord
 

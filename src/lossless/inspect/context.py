@@ -29,8 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from lossless.client.wire import Reply, Wire
-from lossless.probe.checks import chat
+from lossless.client.wire import Reply, Wire, chat
 
 WORD = "the "  # one token a repeat in every tokenizer family tried; calibrated, never assumed
 CALIBRATION = (32, 96)  # repeats of the two calibrating prompts

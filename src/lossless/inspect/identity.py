@@ -42,9 +42,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from lossless.client.wire import Reply, Wire
+from lossless.client.wire import Reply, Wire, chat, gather
 from lossless.errors import UsageError
-from lossless.probe.checks import chat, gather
 
 Verdict = Literal["evident", "not evident", "inconclusive"]
 Counts = Mapping[str, int]  # probe name -> tokens its message has beyond the baseline message
@@ -103,7 +102,7 @@ def counter(spec: str) -> Callable[[str], int]:
             except (ValueError, RuntimeError) as exc:
                 raise UsageError(f"tokenizer {spec!r}: llama.cpp cannot read it ({exc})") from None
             return lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=False))
-    from lossless.tokens import load_token_counter
+    from lossless.provision.tokenizers import load_token_counter
 
     return load_token_counter(spec)
 

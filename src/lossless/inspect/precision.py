@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
-from lossless.endpoints import Endpoint
 from lossless.verify.collect import Caller
 from lossless.verify.detect import detect
 

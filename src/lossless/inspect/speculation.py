@@ -39,7 +39,7 @@ from typing import Literal
 
 import numpy as np
 
-from lossless.analyze.stats import describe
+from lossless.analyze.distribution import describe
 from lossless.analyze.timing import timing
 from lossless.inspect.arms import ARMS, REFERENCE
 from lossless.records import TOKEN_KINDS, RequestRecord

@@ -10,7 +10,6 @@ and the evidence keeps what it was decided on: counts, sizes, p-values.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any, Literal
 
 from scipy import stats
 
-from lossless.client.wire import Reply, Wire
+from lossless.client.wire import Reply, Wire, chat, gather
 
 Verdict = Literal["honoured", "ignored", "rejected", "unsupported"]
 ALPHA = 0.05  # one-sided level for on-versus-off comparisons
@@ -42,20 +41,6 @@ class Settings:
     max_tokens: int  # for answers that must be long enough to show a difference
     limit: int = 5  # the max_tokens the max_tokens check asks for
     concurrency: int = 4  # requests in flight at once
-
-
-def chat(content: str, **fields: Any) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": content}], **fields}
-
-
-async def gather(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) -> list[Reply]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(body: dict[str, Any]) -> Reply:
-        async with gate:
-            return await w.post(body)
-
-    return list(await asyncio.gather(*(one(b) for b in bodies)))
 
 
 def rejected(name: str, reply: Reply) -> Check:

@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.markup import escape as markup
 from rich.table import Table
 
+from lossless import rundir
 from lossless.advise.result import AdviseResult, Estimate, GroupAdvice, Prediction, Timeout
 from lossless.advise.simulate import QUANTILES
 from lossless.atomic import write_atomic
-from lossless.report import files, svg
+from lossless.report import svg
 from lossless.report.page import page, section, table
 
 PHASE_WORDS = {"connect": "connect", "first_token": "first token", "total": "total"}
@@ -27,7 +28,7 @@ def emit(result: AdviseResult, console: Console, as_json: bool, output: Path | N
     """The tables for people (stderr under --json), the JSON on stdout, the HTML page under -o."""
     render_terminal(result, console)
     if as_json:
-        sys.stdout.write(files.strict_json(result.as_dict()) + "\n")
+        sys.stdout.write(rundir.strict_json(result.as_dict()) + "\n")
         sys.stdout.flush()
     if output is not None:
         write_atomic(output, render_html(result))

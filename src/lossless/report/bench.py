@@ -8,10 +8,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from lossless import rundir
 from lossless.analyze import Summary
 from lossless.atomic import write_atomic
 from lossless.records import RequestRecord
-from lossless.report import files, html, inspect_html, terminal
+from lossless.report import html, inspect_html, terminal
 
 
 def emit(
@@ -25,10 +26,10 @@ def emit(
     """The table for people (stderr under --json), the JSON on stdout, files under --out, --html."""
     terminal.render(summary, console)
     if as_json:
-        sys.stdout.write(files.to_json(summary) + "\n")
+        sys.stdout.write(rundir.to_json(summary) + "\n")
         sys.stdout.flush()
     if out_dir is not None:
-        files.write(summary, out_dir)
+        rundir.write(summary, out_dir)
     if html_path is not None:
         # a card of an endpoint inspected into the same folder (lossless inspect --out) is linked
         config = summary.run.config if summary.run is not None else {}

@@ -18,6 +18,7 @@ from lossless.analyze.metrics import PLOTTED, SHOWN_RATIOS
 from lossless.errors import UsageError
 from lossless.records import RequestRecord
 from lossless.report import html, plots, svg
+from lossless.rundir import read_run
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def load(dir_a: Path, dir_b: Path) -> Compared:
     sides: list[SavedSide] = []
     notes: list[str] = []
     for d in (dir_a, dir_b):
-        run = html.read_run(d, rebuild=False)  # the records are compared; a summary would go unused
+        run = read_run(d, rebuild=False)  # the records are compared; a summary would go unused
         if not run.records:
             raise UsageError(f"{d} holds no bench records (records.jsonl) to compare")
         env = None if run.summary is None or run.summary.run is None else dict(run.summary.run.environment)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lossless.analyze import Comparison
-from lossless.provision import drafter_name
+from lossless.provision.embedded import drafter_name
 
 
 @dataclass(frozen=True)

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from lossless.analyze import METRICS, Summary, summarize
+from lossless.analyze import METRICS, Summary
 from lossless.analyze.metrics import SHOWN_RATIOS
 from lossless.atomic import write_atomic
-from lossless.checks import record_problem
 from lossless.errors import UsageError
-from lossless.records import RequestRecord, from_json
+from lossless.records import RequestRecord
 from lossless.report import inspect_html, plots
 from lossless.report.notes import endpoint_notes
 from lossless.report.page import figure, page, section, table
 from lossless.report.verify import verify_section
+from lossless.rundir import SavedRun, first_line, read_run
 
 # --- a run --------------------------------------------------------------------------------------------
 
@@ -122,136 +122,32 @@ def render_run(
     return page("lossless report", subtitle, sections, nav)
 
 
-# --- files --------------------------------------------------------------------------------------------
+def with_links(
+    run: SavedRun, run_dir: Path, page_dir: Path
+) -> tuple[SavedRun, tuple[inspect_html.Link, ...]]:
+    """The endpoints an inspect.json in the run's folder (``lossless inspect --out``) has cards of, linked
+    from a page written in ``page_dir``; what could not be linked is added to the run's notes."""
+    config = run.summary.run.config if run.summary is not None and run.summary.run is not None else {}
+    linked, more = inspect_html.links(config.get("endpoints") or [], [run_dir], page_dir)
+    return replace(run, notes=(*run.notes, *more)), tuple(linked)
 
 
-@dataclass(frozen=True)
-class SavedRun:
-    summary: Summary | None  # summary.json, or rebuilt from the records when it is missing
-    records: list[RequestRecord]  # records.jsonl
-    verify: dict[str, Any] | None  # verify.json
-    notes: tuple[str, ...] = ()  # what a person should know about how these were read
-    inspected: tuple[inspect_html.Link, ...] = ()  # endpoints with a card in the folder's inspect.json
-
-
-def read_run(run_dir: Path, rebuild: bool = True, page_dir: Path | None = None) -> SavedRun:
-    """What ``bench --out`` (summary.json, records.jsonl) and ``verify --out`` (verify.json) left in DIR.
-
-    A run killed before it wrote summary.json (SIGKILL, a power cut) still left its records, flushed one
-    line at a time: with ``rebuild`` its summary is made again from them. Anything unreadable is a
-    UsageError naming the file (and line). An inspect.json there (``lossless inspect --out``) links the
-    endpoints it has cards of, from a page written in ``page_dir`` (default: ``run_dir``)."""
-    found, verify = _read_json(run_dir / "summary.json"), _read_json(run_dir / "verify.json")
-    records_path = run_dir / "records.jsonl"
-    if not records_path.exists():
-        if found is not None:
-            raise UsageError(f"{run_dir} has summary.json but no records.jsonl to plot")
-        if verify is None:
-            raise UsageError(
-                f"{run_dir} holds neither summary.json and records.jsonl (bench --out) nor verify.json "
-                "(verify --out)"
-            )
-        return SavedRun(None, [], verify)
-    records, notes = read_records(records_path)
-    summary = None if found is None else _summary(found, run_dir / "summary.json")
-    if summary is None and rebuild and not records and verify is None:
-        raise UsageError(f"{records_path} holds no records and there is no summary.json: nothing to show")
-    if summary is None and rebuild and records:
-        summary = _rebuilt(records)
-        notes.append(
-            f"{run_dir / 'summary.json'} is missing (the run was stopped before it ended?): the summary was "
-            f"rebuilt from the {len(records)} records in records.jsonl, without prices (no costs), "
-            "configuration or environment"
-        )
-    config = summary.run.config if summary is not None and summary.run is not None else {}
-    linked, more = inspect_html.links(config.get("endpoints") or [], [run_dir], page_dir or run_dir)
-    return SavedRun(summary, records, verify, (*notes, *more), tuple(linked))
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
+def render_saved(run: SavedRun, run_dir: Path, inspected: Sequence[inspect_html.Link] = ()) -> str:
+    """``render_run`` of what ``rundir.read_run`` found. The records and summary.json were checked field by
+    field on reading (``Summary.from_dict``); verify.json is a plain dict read back, so a field of the
+    wrong shape in it is caught where the page reads it."""
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # not UTF-8, not JSON
-        raise UsageError(f"cannot read {path}: not JSON ({_short(exc)})") from None
-    except RecursionError:
-        raise UsageError(f"cannot read {path}: it nests too deeply") from None
-    if not isinstance(found, dict):
-        raise UsageError(f"{path} is not what lossless writes: a JSON object, got {type(found).__name__}")
-    return found
-
-
-def _summary(found: dict[str, Any], path: Path) -> Summary:
-    entries = found.get("endpoints")
-    if not isinstance(entries, list) or not all(
-        isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("load"), str)
-        for e in entries
-    ):
-        raise UsageError(f"{path} is not a bench summary: 'endpoints' must be a list of {{name, load, ...}}")
-    try:
-        return Summary.from_dict(found)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(
-            f"{path} is not shaped as lossless writes it ({type(exc).__name__}: {_short(exc)})"
-        ) from None
-
-
-def _rebuilt(records: Sequence[RequestRecord]) -> Summary:
-    names = dict.fromkeys(r.endpoint for r in records)  # the table in the order the run first sent
-    return summarize(records, {name: (None, None) for name in names}, rebuilt=True)
-
-
-def read_records(path: Path) -> tuple[list[RequestRecord], list[str]]:
-    """records.jsonl, every line checked; a cut-short last line (a write stopped midway) is skipped with
-    a note: lines are flushed one at a time, so only the last can be cut."""
-    try:
-        with path.open("rb") as f:
-            lines = [(n, raw) for n, raw in enumerate(f, 1) if raw.strip()]
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    records: list[RequestRecord] = []
-    for n, raw in lines:
-        try:
-            record = from_json(raw.decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            if n == lines[-1][0] and not raw.endswith(b"\n"):
-                return records, [f"{path}: skipped its last line, cut short ({_short(exc)})"]
-            raise UsageError(f"{path}:{n}: not JSON ({_short(exc)})") from None
-        except KeyError as exc:
-            raise UsageError(f"{path}:{n}: not a request record: no field {exc}") from None
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise UsageError(
-                f"{path}:{n}: not a request record ({type(exc).__name__}: {_short(exc)})"
-            ) from None
-        problem = record_problem(record)
-        if problem is not None:
-            raise UsageError(f"{path}:{n}: not a request record: {problem}")
-        records.append(record)
-    return records, []
-
-
-def _short(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-
-
-def render_saved(run: SavedRun, run_dir: Path) -> str:
-    """``render_run`` of what ``read_run`` found. The records and summary.json were checked field by field
-    on reading (``Summary.from_dict``); verify.json is a plain dict read back, so a field of the wrong
-    shape in it is caught where the page reads it."""
-    try:
-        return render_run(run.summary, run.records, run.verify, run.notes, run.inspected)
+        return render_run(run.summary, run.records, run.verify, run.notes, inspected)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise UsageError(
             f"{run_dir}: summary.json or verify.json is not shaped as lossless writes it "
-            f"({type(exc).__name__}: {_short(exc)})"
+            f"({type(exc).__name__}: {first_line(exc)})"
         ) from None
 
 
 def build(run_dir: Path) -> str:
-    return render_saved(read_run(run_dir), run_dir)
+    run, inspected = with_links(read_run(run_dir), run_dir, run_dir)
+    return render_saved(run, run_dir, inspected)
 
 
 def write(path: Path, text: str) -> Path:

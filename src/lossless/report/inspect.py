@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from lossless.atomic import write_atomic
-from lossless.endpoints import public_url
-from lossless.inspect.stage import Card, InspectResult
+from lossless.client.endpoints import public_url
+from lossless.inspect.run import Card, InspectResult
 from lossless.report import inspect_html
-from lossless.report.files import emit_json
+from lossless.rundir import emit_json
 
 STYLE = {"evident": "green", "not evident": "red", "inconclusive": "yellow"}
 

@@ -15,7 +15,7 @@ from lossless.analyze import RunInfo, Summary, summarize
 from lossless.analyze.summarize import Price
 from lossless.errors import UsageError
 from lossless.records import RequestRecord
-from lossless.report.html import read_run
+from lossless.rundir import read_run
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lossless.analyze import METRIC, EndpointStats, GroupStats
-from lossless.analyze.result import LengthCheck, SessionStats
+from lossless.analyze.summary import LengthCheck, SessionStats
 
 
 def endpoint_notes(e: EndpointStats) -> list[str]:

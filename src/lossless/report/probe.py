@@ -7,9 +7,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from lossless.endpoints import public_url
-from lossless.probe.stage import ProbeResult
-from lossless.report.files import emit_json
+from lossless.client.endpoints import public_url
+from lossless.probe.run import ProbeResult
+from lossless.rundir import emit_json
 
 VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "unsupported": "dim"}
 

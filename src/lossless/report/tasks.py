@@ -11,8 +11,8 @@ from rich.table import Table
 
 from lossless.atomic import write_atomic
 from lossless.report import svg
-from lossless.report.files import emit_json
 from lossless.report.page import page, section, table
+from lossless.rundir import emit_json
 from lossless.tasks.result import EndpointTasks, Interval, TasksComparison, TasksResult
 
 COLUMNS = ("endpoint", "success", "pass@k", "time/success p50 | p95", "cost/success",

@@ -14,8 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from lossless.report import page, svg
-from lossless.report.files import strict_json
-from lossless.watch.stage import Outcome
+from lossless.rundir import strict_json
+from lossless.watch.run import Outcome
 from lossless.watch.store import KEY, KEYS, Key, Run
 from lossless.watch.trends import Flag, Series, Shift, Trends
 

@@ -10,12 +10,12 @@ from rich.console import Console
 from rich.table import Table
 
 from lossless.atomic import write_atomic
-from lossless.endpoints import public_url
+from lossless.client.endpoints import public_url
 from lossless.report import svg
-from lossless.report.files import emit_json
 from lossless.report.page import page, section, table
+from lossless.rundir import emit_json
 from lossless.verify.result import VerifyResult
-from lossless.verify.stats import EFFECTS
+from lossless.verify.two_sample import EFFECTS
 
 VERDICT_STYLE = {"equivalent": "green", "different": "red", "inconclusive": "yellow"}
 

@@ -25,12 +25,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lossless.engine.engine import Engine
-from lossless.server import prompts, protocol, responses, tools
+from lossless.server import encode, protocol, responses, tool_calls
 from lossless.server.bodies import Head
+from lossless.server.exposition import CONTENT_TYPE, ServerMetrics
 from lossless.server.limits import DEFAULT_LIMITS, BodyGuard, Limits
-from lossless.server.metrics import CONTENT_TYPE, ServerMetrics
 from lossless.server.protocol import Api, ApiRequest, InvalidRequest
-from lossless.server.worker import EngineJob, Failed, QueueFull, ShuttingDown, Worker
+from lossless.server.scheduler import EngineJob, Failed, QueueFull, ShuttingDown, Worker
 
 _ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
 MAX_REQUEST_ID = 200  # longer client ids are replaced, not echoed
@@ -47,7 +47,7 @@ class Served:
     aliases: frozenset[str]  # other names a request's ``model`` may use
     fingerprint: str  # system_fingerprint in every response: the same value, the same numerics served
     limits: Limits
-    token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (prompts.py)
+    token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (encode.py)
 
 
 def create_app(
@@ -61,7 +61,7 @@ def create_app(
     metrics = ServerMetrics()
     worker = Worker(engine, metrics, max_queue)
     metrics.queue_length = worker.queue_length
-    token_bytes = prompts.max_token_bytes(engine)
+    token_bytes = encode.max_token_bytes(engine)
     served = Served(engine, worker, metrics, name, aliases - {name}, fingerprint(engine), limits, token_bytes)
 
     @contextlib.asynccontextmanager
@@ -137,7 +137,7 @@ class RequestContext:
 
 def _warm_grammars(engine: Engine) -> None:
     """Constrained decoding's tokenizer view (~0.2 s for SmolLM2) is built before the first request."""
-    from lossless.engine.constrain import warm
+    from lossless.engine.model.constrain import warm
 
     with contextlib.suppress(ImportError):  # llguidance missing: only constrained requests fail (400)
         warm(engine.tokenizer)
@@ -184,8 +184,8 @@ async def _generate(request: Request, api: Api) -> Response:
     else:
         req = _parse(api, raw, served)
     del raw
-    prompt = await prompts.tokenize(served.engine, req, served.token_bytes)
-    params = prompts.fit_context(req, prompt, served.engine.max_context)
+    prompt = await encode.tokenize(served.engine, req, served.token_bytes)
+    params = encode.fit_context(req, prompt, served.engine.max_context)
     echo_scores = req.echo and req.logprobs is not None
     job = EngineJob(
         prompt.ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None
@@ -212,7 +212,7 @@ async def _generate(request: Request, api: Api) -> Response:
 def _parse(api: Api, raw: bytes, served: Served) -> ApiRequest:
     context = served.engine.max_context
     body = protocol.parse_json(raw, protocol.max_json_values(context))
-    return tools.apply(protocol.parse(api, body, served.name, served.aliases, context), body)
+    return tool_calls.apply(protocol.parse(api, body, served.name, served.aliases, context), body)
 
 
 # --- the rest ---------------------------------------------------------------------------------------

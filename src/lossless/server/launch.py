@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from lossless.config import ServeConfig
 from lossless.errors import EndpointError
 from lossless.server.limits import DEFAULT_LIMITS, Limits
 from lossless.server.main import (
@@ -24,13 +23,14 @@ from lossless.server.main import (
     url_of,
     uvicorn_server,
 )
+from lossless.server.options import ServeOptions
 
 START_TIMEOUT_S = 60.0
 
 
 @contextmanager
 def start_embedded(
-    config: ServeConfig, *, loaded: LoadedModel | None = None, port: int = 0, limits: Limits = DEFAULT_LIMITS
+    config: ServeOptions, *, loaded: LoadedModel | None = None, port: int = 0, limits: Limits = DEFAULT_LIMITS
 ) -> Iterator[str]:
     """Yield the base URL (``http://127.0.0.1:PORT/v1``) once ``/health`` answers.
 

@@ -12,12 +12,14 @@ from pathlib import Path
 import uvicorn
 
 from lossless import models
-from lossless.config import ServeConfig, parse_drafter_spec, resolve_dtype
+from lossless.engine.cpu import resolve_dtype
 from lossless.engine.engine import Engine
+from lossless.engine.speculate.spec import parse_drafter_spec
 from lossless.errors import UsageError
 from lossless.server.app import RequestContext, create_app
 from lossless.server.connection import guarded_h11
 from lossless.server.limits import DEFAULT_LIMITS, Limits
+from lossless.server.options import ServeOptions
 
 _EVERYWHERE = ("", "0.0.0.0", "::")  # wildcard addresses: bound on every interface
 
@@ -30,7 +32,7 @@ class LoadedModel:
     compile_s: float | None = None  # seconds spent compiling at start-up (None: eager)
 
 
-def load_model(config: ServeConfig) -> LoadedModel:
+def load_model(config: ServeOptions) -> LoadedModel:
     """The engine plus its names. Loaded by an embedded name (or by default), the model is served under
     that name; loaded from a path, under the engine's name. Either way requests may also call it by the
     checkpoint's file name or stem, or by whatever ``--model`` said. A ``config.dtype`` of "auto" is
@@ -51,7 +53,7 @@ def load_model(config: ServeConfig) -> LoadedModel:
     return LoadedModel(engine, name, frozenset(aliases) - {name}, compile_s)
 
 
-def decoding_as(loaded: LoadedModel, config: ServeConfig) -> LoadedModel:
+def decoding_as(loaded: LoadedModel, config: ServeOptions) -> LoadedModel:
     """``loaded`` decoding as ``config`` says (its drafter), sharing the weights: one copy in memory.
 
     The drafter lives on the engine, so a second mode needs a second engine (`Engine.with_drafter`). It
@@ -70,7 +72,7 @@ def _embedded_names(path: Path) -> list[str]:
     return [m.name for m in models.EMBEDDED.values() if models.cached_path(m) == path]
 
 
-def build_app(loaded: LoadedModel, config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> RequestContext:
+def build_app(loaded: LoadedModel, config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> RequestContext:
     return create_app(
         loaded.engine, name=loaded.name, aliases=loaded.aliases, max_queue=config.max_queue, limits=limits
     )
@@ -126,7 +128,7 @@ def uvicorn_server(app: RequestContext, limits: Limits = DEFAULT_LIMITS) -> uvic
     return _Server(config, app)
 
 
-def serve(config: ServeConfig, limits: Limits = DEFAULT_LIMITS) -> None:
+def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
     dtype, reason = resolve_dtype(config.dtype)
     config = replace(config, dtype=dtype)
     loaded = load_model(config)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from lossless.engine.sampling import SamplingParams
+from lossless.engine.model.sampling import SamplingParams
 from lossless.errors import UsageError
 
 Api = Literal["chat", "completions"]  # which OpenAI API a request came in on

@@ -16,10 +16,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from lossless.engine.engine import Delta
-from lossless.server import bodies, tools, toolstream
+from lossless.server import bodies, tool_calls, tool_stream
 from lossless.server.bodies import Head, LegacyLogprobs, Usage
 from lossless.server.protocol import ApiRequest
-from lossless.server.worker import EngineJob, Event, Failed, Finished, Scored, Started
+from lossless.server.scheduler import EngineJob, Event, Failed, Finished, Scored, Started
 
 
 def server_timing(queue_s: float | None, finished: Finished | None = None) -> str:
@@ -82,7 +82,7 @@ class Collected:
     started: Started | None = None
     finished: Finished | None = None
     failed: Failed | None = None
-    calls: toolstream.CallStream | None = None  # a chat stream read for tool calls
+    calls: tool_stream.CallStream | None = None  # a chat stream read for tool calls
 
     def add(self, event: Event) -> None:
         if isinstance(event, Started):
@@ -146,7 +146,7 @@ async def complete(
         logprobs = got.chat_logprobs if req.logprobs is not None else None
         body = bodies.chat_completion(head, "".join(got.text), finish, usage, logprobs)
         if req.structured is not None and req.structured.calls:
-            body = tools.with_calls(body, req.structured)
+            body = tool_calls.with_calls(body, req.structured)
     else:
         legacy = got.legacy if req.logprobs is not None else None
         body = bodies.completion(head, "".join(got.text), finish, usage, legacy)
@@ -165,7 +165,7 @@ async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) 
     got = Collected(req, prompt_text)
     chat, usage_field = req.api == "chat", req.include_usage
     if req.structured is not None and req.structured.calls:
-        got.calls = toolstream.CallStream(req.structured.parallel)
+        got.calls = tool_stream.CallStream(req.structured.parallel)
     if chat:
         yield bodies.sse(
             bodies.chat_chunk(head, {"role": "assistant", "content": ""}, with_usage=usage_field)
@@ -228,7 +228,7 @@ def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any] | N
 
 
 def _call_chunk(
-    got: Collected, calls: toolstream.CallStream, delta: Delta, head: Head
+    got: Collected, calls: tool_stream.CallStream, delta: Delta, head: Head
 ) -> dict[str, Any] | None:
     req = got.req
     finish: str | None = delta.finish_reason if delta.finish_reason != "cancelled" else None

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lossless.analyze.result import Distribution
+from lossless.analyze.distribution import Distribution
 
 ENDS = ("answer", "step_limit", "token_budget", "time_limit", "error")
 

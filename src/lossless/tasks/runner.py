@@ -22,16 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lossless.analyze.timing import timing
+from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
 from lossless.client.openai import cached_tokens
 from lossless.client.turn import ToolCall, Turn, chat_turn
-from lossless.endpoints import Endpoint
+from lossless.provision.tokenizers import TokenCounter
 from lossless.records import RequestRecord, retryable
 from lossless.tasks.checkers import CheckResult, PythonTests, ToolCalls, check
 from lossless.tasks.result import ModelCall, TaskRun
 from lossless.tasks.task import Task
 from lossless.tasks.tools import ToolResult, arguments_valid
-from lossless.tokens import TokenCounter
 
 Counter = tuple[str, TokenCounter]  # (tokenizer's name, counter) for answers without usage
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from lossless.errors import UsageError
 from lossless.tasks import bfcl
+from lossless.tasks.calculator import demo_specs
 from lossless.tasks.checkers import Numeric, PythonTests
-from lossless.tasks.demo import demo_specs
 from lossless.tasks.task import Limits, Task, load_tasks, parse_task
 
 HUMANEVAL_ASK = (

@@ -11,7 +11,7 @@ A task file is JSON Lines, one task per line (blank lines skipped)::
                 "results": [{"arguments": {"key": "stock:oslo"}, "result": 1240}],
                 "default": "not found"},
                {"type": "function", "function": {"name": "calculator", ...},
-                "latency_s": 0.1, "implementation": "lossless.tasks.demo:calculator"}],
+                "latency_s": 0.1, "implementation": "lossless.tasks.calculator:calculator"}],
      "checker": {"kind": "numeric", "answer": 1630},
      "limits": {"max_steps": 6, "max_tokens": 2048, "max_seconds": 120},
      "reference": "1630"}

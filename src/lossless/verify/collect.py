@@ -16,7 +16,7 @@ from typing import Any
 
 from lossless.client.wire import Reply, Wire
 from lossless.errors import EndpointError
-from lossless.verify.stats import TAIL, Alternatives, Sample, token_rank
+from lossless.verify.two_sample import TAIL, Alternatives, Sample, token_rank
 
 # Openers that leave many continuations open (the distribution, not one answer, is what is compared).
 PROMPTS = (

@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lossless.verify.stats import Finding, Paired, holm
+from lossless.analyze.paired import Paired
+from lossless.verify.two_sample import Finding, holm
 
 Verdict = Literal["equivalent", "different", "inconclusive"]
 AGREE_FLOOR = 10.0  # agreement must exceed this many times the baseline's own scoring noise

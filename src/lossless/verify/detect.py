@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lossless.client.endpoints import public_url
 from lossless.client.wire import Reply
-from lossless.endpoints import public_url
 from lossless.errors import EndpointError
 from lossless.verify.collect import SCORING, Caller, logprobs_of
 

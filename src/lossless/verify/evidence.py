@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
-from lossless.endpoints import Endpoint
 from lossless.verify import collect
 from lossless.verify.collect import Caller, Drawn, Greedy
 from lossless.verify.decide import Agreement
 from lossless.verify.detect import NEUTRAL, Capabilities, detect
-from lossless.verify.stats import Alternatives, Context, Sample, repeated
 from lossless.verify.taskset import ToolParity, run_tasks
+from lossless.verify.two_sample import Alternatives, Context, Sample, repeated
 
 if TYPE_CHECKING:
     from lossless.verify.result import VerifyConfig

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lossless.endpoints import Endpoint
+from lossless.analyze.paired import paired_accuracy
+from lossless.client.endpoints import Endpoint
 from lossless.verify.collect import Greedy
 from lossless.verify.decide import decide
 from lossless.verify.evidence import Evidence, with_repeats
 from lossless.verify.result import VerifyConfig, VerifyResult
-from lossless.verify.stats import (
-    EFFECTS,
-    compare,
-    contexts,
-    detectable,
-    paired_accuracy,
-    pooled_sd,
-    score_se,
-)
+from lossless.verify.two_sample import EFFECTS, compare, contexts, detectable, pooled_sd, score_se
 
 
 def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evidence) -> VerifyResult:

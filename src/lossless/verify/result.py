@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lossless.endpoints import Endpoint, public_url
+from lossless.analyze.paired import Paired
+from lossless.client.endpoints import Endpoint, public_url
 from lossless.verify.budget import BUDGETS, Budget
 from lossless.verify.decide import Agreement, Criteria, Decision
-from lossless.verify.stats import EFFECTS, Finding, Paired
+from lossless.verify.two_sample import EFFECTS, Finding
 
 if TYPE_CHECKING:
     from lossless.tasks.task import Task

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from lossless.endpoints import Endpoint
+from lossless.analyze.paired import paired_accuracy
+from lossless.client.endpoints import Endpoint
 from lossless.tasks.result import TaskRun
+from lossless.tasks.run import run_endpoint
 from lossless.tasks.runner import RunnerConfig
-from lossless.tasks.stage import run_endpoint
 from lossless.tasks.task import Task
-from lossless.verify.stats import paired_accuracy
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lossless.errors import UsageError
-from lossless.report.files import finite  # NaN as null, as summary.json has it
+from lossless.rundir import finite  # NaN as null, as summary.json has it
 
 if TYPE_CHECKING:
     from lossless.analyze import EndpointStats, Summary

@@ -1,0 +1,71 @@
+"""What the server says about itself: timing headers, draft counters from /metrics, who served."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from lossless.analyze.summary import ServedBy, Speculative
+from lossless.records import IDENTITY_HEADERS, RequestRecord
+
+
+def server_times(headers: Iterable[tuple[str, str]]) -> dict[str, float]:
+    """Server-side timing headers in ms: envoy and OpenAI give ms; server-timing a dur= per metric."""
+    out: dict[str, float] = {}
+    for name, value in headers:
+        if name in ("x-envoy-upstream-service-time", "openai-processing-ms"):
+            try:
+                out[name] = float(value)
+            except ValueError:
+                continue
+        elif name == "server-timing":
+            for entry in value.split(","):
+                metric, _, params = entry.strip().partition(";")
+                m = re.search(r"dur=([0-9.]+)", params)
+                if metric and m:
+                    out[f"server-timing:{metric.strip()}"] = float(m.group(1))
+    return out
+
+
+def spec_stats(before: Mapping[str, float], after: Mapping[str, float]) -> Speculative | None:
+    """The draft counters' change over the run (vLLM's, SGLang's or ours), or None if none moved."""
+    d = {k: after[k] - before.get(k, 0.0) for k in after}
+    for prefix in ("vllm:spec_decode_", "sglang:spec_decode_"):
+        drafted, accepted = d.get(prefix + "num_draft_tokens"), d.get(prefix + "num_accepted_tokens")
+        steps = d.get(prefix + "num_drafts")
+        if drafted:
+            return _spec(drafted, accepted or 0.0, steps)
+    drafted = d.get("lossless_spec_drafted_tokens_total")
+    if drafted:
+        steps = d.get("lossless_spec_verify_steps_total") or d.get("lossless_spec_steps_total")
+        return _spec(drafted, d.get("lossless_spec_accepted_tokens_total", 0.0), steps)
+    return None
+
+
+def _spec(drafted: float, accepted: float, steps: float | None) -> Speculative:
+    return Speculative(drafted, accepted, accepted / drafted, 1.0 + accepted / steps if steps else None)
+
+
+def served_by(records: Iterable[RequestRecord]) -> ServedBy:
+    """The distinct answers to "who served it", with how many requests gave each: the response's model
+    and system_fingerprint, and each identifying header. One value each is one deployment, as far as
+    the server lets it show; several say the URL led to more than one."""
+    answered = [r for r in records if r.status == 200]
+    headers: dict[str, list[str]] = {}
+    for r in answered:
+        for name, value in r.server_headers:
+            if name in IDENTITY_HEADERS:
+                headers.setdefault(name, []).append(value)
+    return ServedBy(
+        model=tally(r.served_model for r in answered if r.served_model is not None),
+        system_fingerprint=tally(r.system_fingerprint for r in answered if r.system_fingerprint is not None),
+        headers={name: tally(values) for name, values in sorted(headers.items())},
+    )
+
+
+def tally(items: Iterable[str]) -> dict[str, int]:
+    """Each distinct item -> how often it came, in the order each first came."""
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out

@@ -1,0 +1,319 @@
+"""The bench stage: options -> a plan (endpoints, loads, workload) -> the run -> a summary.
+
+``cli.bench`` parses flags into ``BenchOptions``, calls ``run`` and hands the summary to ``report.bench``.
+Everything here that can fail on user input fails before the first request is sent (and before the
+embedded model is loaded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from lossless.analyze import RunInfo, Summary, parse_slo, summarize
+from lossless.analyze.clients import client_table, saturation_warnings
+from lossless.analyze.summarize import attainment
+from lossless.analyze.summary import Capacity
+from lossless.atomic import atomic_path
+from lossless.bench.capacity import search
+from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
+from lossless.bench.options import BenchOptions
+from lossless.bench.policies import Policy
+from lossless.bench.token_exact import calibrate, describe, tokenizer_for
+from lossless.bench.workload.conversation import source
+from lossless.bench.workload.synthetic import Synthetic
+from lossless.client import endpoints as ep
+from lossless.client.call import CallOptions
+from lossless.console import progress_bar
+from lossless.errors import EndpointError, UsageError
+from lossless.provision import embedded
+from lossless.provision.tokenizers import fill_n_out, listed_models, load_token_counter
+from lossless.records import RequestRecord
+from lossless.rundir import write_jsonl
+from lossless.validate import MAX_CONCURRENCY
+
+
+@dataclass(frozen=True)
+class CapacitySpec:
+    target: float  # share of requests meeting every objective
+    precision: float  # relative
+    budget_s: float
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What one bench run does (``run``: the schedule) and how its records are summarized."""
+
+    run: BenchConfig
+    slo: Mapping[str, float]  # goodput objectives, parsed
+    stall_s: float  # a longer inter-chunk gap is a stall
+    tokenizer: str | None  # --tokenizer, which counts N_out when a server sends no usage
+    settings: Mapping[str, Any]  # as the user gave them, for summary.json's config block (no secrets)
+    by_class: bool = False  # also compare the endpoints prompt class by prompt class (demo)
+    workers: int | None = None  # load processes: None or 1 in this one, unless ray is given
+    capacity: CapacitySpec | None = None  # --find-capacity: search instead of running ``run.loads``
+    ray: str | None = None  # a Ray cluster's address, or "local": the workers run as Ray tasks
+
+
+def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
+    """Measure, then summarize. Without URLs, against the embedded server started for the occasion."""
+    bench_plan = plan(options)
+    with embedded.endpoints(bench_plan.run.endpoints, options.embedded) as found:
+        return measure(replace(bench_plan, run=replace(bench_plan.run, endpoints=found)))
+
+
+def plan(options: BenchOptions) -> BenchPlan:
+    """Check every option against the others and build the run's plan; no traffic yet. No URLs: the plan
+    has no endpoints, and the caller provisions them."""
+    o = options
+    found, policy = _endpoints(o)
+    for endpoint in policy.with_backup(found):
+        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+        if endpoint.tokenizer:
+            load_token_counter(endpoint.tokenizer)  # a file that is no tokenizer fails before any traffic
+    if o.tokenizer:
+        load_token_counter(o.tokenizer)
+    # an unknown suite, or an unreadable file, fails before any traffic
+    workload = source(o.suite, random.Random(0))
+    synthetic, requests = None, o.requests if o.requests or o.duration else 20
+    if o.input_tokens is not None:
+        synthetic = Synthetic(o.input_tokens, o.output_tokens, tokenizer_for(o, found))
+    elif o.suite.startswith("trace:"):
+        requests = _trace_requests(o, sum(1 for _ in workload))
+        tokenizer = tokenizer_for(o, found, "--suite trace:")
+        synthetic = Synthetic(None, None, tokenizer, trace=o.suite[len("trace:") :])
+    if o.rate is None and o.concurrency is None and synthetic is not None and synthetic.trace is not None:
+        loads: tuple[LoadLevel, ...] = tuple(LoadLevel(replay=s) for s in o.replay_speed or (1.0,))
+    elif o.rate is not None:
+        loads = tuple(LoadLevel(rate=r, burstiness=o.burstiness) for r in o.rate)
+    else:
+        loads = tuple(LoadLevel(concurrency=c) for c in o.concurrency or (1,))
+    call = CallOptions(o.api, o.stream, o.max_tokens, o.timeout_first_token or None, o.timeout_total)
+    schedule = BenchConfig(
+        endpoints=found, call=call, suite=o.suite, loads=loads,
+        requests=requests, duration=o.duration, warmup=o.warmup,
+        retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
+        records_path=None if o.out_dir is None else o.out_dir / "records.jsonl", synthetic=synthetic,
+        policy=policy,
+    )  # fmt: skip
+    timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
+    settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}
+    settings |= {"workers": o.workers or 1, "ray": o.ray} if o.workers or o.ray else {}
+    capacity = None
+    if o.find_capacity is not None:
+        capacity = CapacitySpec(o.find_capacity, o.capacity_precision, o.capacity_budget)
+        settings["find_capacity"] = {"target": o.find_capacity, "precision": o.capacity_precision,
+                                     "budget_s": o.capacity_budget}  # fmt: skip
+    return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings,
+                     workers=o.workers, ray=o.ray, capacity=capacity)  # fmt: skip
+
+
+def _endpoints(o: BenchOptions) -> tuple[tuple[ep.Endpoint, ...], Policy]:
+    """The endpoints to measure, and the policy requests follow (--hedge-after, --failover)."""
+    if o.endpoints_file:
+        found = ep.load_toml(o.endpoints_file)
+    else:
+        found = (
+            ep.from_urls((*o.urls, *([o.failover] if o.failover else [])), o.model, o.api_key_env)
+            if o.urls
+            else ()
+        )
+    backup = None
+    if o.failover is not None and o.endpoints_file:  # a name in the file; the other endpoint is backed up
+        backup = next((e for e in found if o.failover in (e.name, e.base_url)), None)
+        if backup is None or len(found) != 2:
+            raise UsageError(f"--failover {o.failover!r}: with --endpoints, the name of one of two endpoints")
+        found = tuple(e for e in found if e is not backup)
+    elif o.failover is not None:
+        found, backup = found[:-1], found[-1]
+    hedge = None if o.hedge_after is None else o.hedge_after / 1000
+    after = None if o.failover_after is None else o.failover_after / 1000
+    return found, Policy(hedge, backup, after)
+
+
+def _trace_requests(o: BenchOptions, lines: int) -> int:
+    """A trace is replayed whole, or its first --requests lines; it is not cycled."""
+    if o.find_capacity is not None and o.rate is None and o.concurrency is None:
+        raise UsageError("--find-capacity with a trace searches a --rate or --concurrency: give one")
+    if o.warmup + (o.requests or 0) > lines:
+        raise UsageError(f"the trace has {lines} requests: --requests and --warmup ask for more")
+    return o.requests or lines - o.warmup
+
+
+def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
+    """Run a plan made by ``plan`` (and adjusted by the caller: demo names its endpoints, runs serially)."""
+    config = bench_plan.run
+    count = load_token_counter(bench_plan.tokenizer) if bench_plan.tokenizer else None
+    started = time.time()
+    _reachable(config)
+    notes: list[str] = []
+    if config.synthetic is not None:
+        config, notes = calibrate(config)
+        bench_plan = replace(bench_plan, run=config)
+    if config.records_path is not None and config.records_path.exists():
+        config.records_path.unlink()  # a fresh run; records are appended as they finish
+    total = None
+    if config.requests is not None:
+        total = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
+    loop_name, _ = loop_factory()
+    capacity = None
+    with _progress(None if bench_plan.capacity else total) as on_record:
+        if bench_plan.capacity is not None:
+            result, capacity = _search(bench_plan, on_record)
+        else:
+            result = _execute(bench_plan, config, on_record)
+    given = None if count is None or not bench_plan.tokenizer else (bench_plan.tokenizer, count)
+    records = fill_n_out(
+        result.records, config.endpoints, given, lambda e: listed_models(e, config.connect_timeout)
+    )
+    if config.records_path is not None and records != result.records:
+        with atomic_path(config.records_path) as tmp:
+            write_jsonl(tmp, records)
+    every = config.policy.with_backup(config.endpoints)
+    prices = {e.name: (e.price_in, e.price_out, e.price_cached_in) for e in every}
+    workers = len({c.worker for c in result.clients}) or 1
+    warnings = (*notes, *result.notes, *saturation_warnings(result.clients))
+    info = RunInfo(bench_plan.tokenizer, loop_name, result.interrupted, config_block(bench_plan),
+                   environment(started, loop_name), workers, client_table(result.clients),
+                   warnings)  # fmt: skip
+    summary = summarize(
+        records, prices, spec=result.spec, slo=bench_plan.slo, stall_s=bench_plan.stall_s, run=info,
+        class_seed=config.seed if bench_plan.by_class else None,
+    )  # fmt: skip
+    return replace(summary, capacity=capacity), records
+
+
+def _execute(bench_plan: BenchPlan, config: BenchConfig, on_record: OnRecord | None) -> RunResult:
+    """``config``'s load levels, in this process or on workers."""
+    if (bench_plan.workers or 1) > 1 or bench_plan.ray is not None:
+        from lossless.bench.workers import driver
+
+        return driver.run(config, bench_plan.workers, bench_plan.ray, on_record)
+    with asyncio.Runner(loop_factory=loop_factory()[1]) as runner:
+        return runner.run(_stoppable(config, on_record))
+
+
+def _search(bench_plan: BenchPlan, on_record: OnRecord | None) -> tuple[RunResult, Capacity]:
+    """--find-capacity: one level at a time, each next load chosen from the attainment of the last."""
+    config, spec = bench_plan.run, bench_plan.capacity
+    assert spec is not None
+    first = config.loads[0]
+    kind = "rate" if first.rate is not None else "concurrency"
+    merged = RunResult()
+
+    def probe(load: float) -> float | None:
+        level = replace(first, rate=load) if kind == "rate" else LoadLevel(concurrency=int(load))
+        found = _execute(bench_plan, replace(config, loads=(level,)), on_record)
+        merged.records += found.records
+        merged.spec |= found.spec
+        merged.clients += found.clients
+        merged.notes += found.notes
+        if found.interrupted:
+            merged.interrupted = True
+            return None
+        final = [r for r in found.records if not r.warmup]
+        return attainment(final, bench_plan.slo).get("all", 0.0)
+
+    start = first.rate if first.rate is not None else float(first.concurrency or 1)
+    most = 1e6 if kind == "rate" else float(MAX_CONCURRENCY)
+    capacity = search(probe, kind=kind, start=start, target=spec.target, slo_ms=bench_plan.slo,
+                      precision=spec.precision, budget_s=spec.budget_s, most=most)  # fmt: skip
+    return merged, capacity
+
+
+async def _stoppable(config: BenchConfig, on_record: OnRecord | None) -> RunResult:
+    """``run_bench``, which Ctrl-C ends by cancelling it; SIGTERM (what ``timeout``, a CI cancellation
+    and ``docker stop`` send) ends it the same way, so the requests that finished are summarized and
+    the summary is marked interrupted instead of the process dying with nothing written."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        return await run_bench(config, on_record=on_record)
+    try:
+        return await run_bench(config, on_record=on_record)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _reachable(config: BenchConfig) -> None:
+    """Every endpoint takes a TCP connection, or the run does not start: a wrong host or port is one
+    line and exit 2, not a table of connection errors."""
+    from lossless.client.http import unreachable
+
+    every = config.policy.with_backup(config.endpoints)
+
+    async def check() -> list[str | None]:
+        return list(await asyncio.gather(*(unreachable(e.base_url, config.connect_timeout) for e in every)))
+
+    for e, why in zip(every, asyncio.run(check()), strict=True):
+        if why is not None:
+            raise EndpointError(f"endpoint {e.name!r} ({ep.public_url(e.base_url)}): cannot connect: {why}")
+
+
+# --- what the run was: configuration and environment, for reports ------------------------------------
+
+
+def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
+    """The run's settings as summary.json keeps them. Endpoints appear without secrets: the API key's
+    variable name but never its value, header names without values (one may be an Authorization
+    header), base URLs without user info or query (some providers put a key there)."""
+    config = bench_plan.run
+    return {
+        "endpoints": [
+            {"name": e.name, "base_url": ep.public_url(e.base_url), "model": e.model,
+             "api_key_env": e.api_key_env, "headers": sorted(e.headers), "body": dict(e.body),
+             "price_usd_per_million": [e.price_in, e.price_out, e.price_cached_in]}
+            for e in config.policy.with_backup(config.endpoints)
+        ],
+        "suite": config.suite, "api": config.call.api, "stream": config.call.stream,
+        "max_tokens": config.call.max_tokens, "loads": [lv.label for lv in config.loads],
+        "requests": config.requests, "duration_s": config.duration, "warmup": config.warmup,
+        "retries": config.retries, "seed": config.seed, **bench_plan.settings,
+        **({"synthetic": describe(config.synthetic)} if config.synthetic else {}),
+        **({"policy": config.policy.describe()} if config.policy.active else {}),
+    }  # fmt: skip
+
+
+def environment(started: float, event_loop: str) -> dict[str, Any]:
+    import os
+    import platform
+
+    from lossless import __version__
+
+    return {
+        "lossless_version": __version__,
+        "started_utc": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "event_loop": event_loop,
+    }
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _progress(total: int | None) -> Iterator[OnRecord | None]:
+    """A progress bar of requests on stderr (none when stderr is not a terminal)."""
+    with progress_bar("requests", total) as advance:
+        if advance is None:
+            yield None
+            return
+
+        def on_record(record: RequestRecord) -> None:
+            if not record.retried:  # a retried attempt is followed by another of the same request
+                advance()
+
+        yield on_record

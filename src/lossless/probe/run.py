@@ -1,0 +1,48 @@
+"""``lossless probe``: ProbeOptions -> every check against one endpoint -> a ``ProbeResult``
+(``report.probe`` renders it)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lossless.client import endpoints as ep
+from lossless.client.endpoints import Endpoint, public_url
+from lossless.client.wire import Wire
+from lossless.probe import tool_checks
+from lossless.probe.checks import CHECKS, Check, Settings
+from lossless.probe.options import ProbeOptions
+from lossless.provision import embedded
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    endpoint: Endpoint
+    checks: tuple[Check, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        e = self.endpoint
+        return {
+            "endpoint": {"name": e.name, "base_url": public_url(e.base_url), "model": e.model},
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+
+async def probe(endpoint: Endpoint, settings: Settings) -> ProbeResult:
+    checks: list[Check] = []
+    async with Wire(endpoint) as w:
+        # one after another: a check's latencies must not share the server with another's
+        for check in (*CHECKS, tool_checks.tool_calling, tool_checks.response_format):
+            checks.extend(await check(w, settings))
+    return ProbeResult(endpoint, tuple(checks))
+
+
+def run(options: ProbeOptions) -> ProbeResult:
+    """Probe the URL, or the embedded server started for the occasion; a missing key fails first."""
+    given = ep.from_urls((options.url,), options.model, options.api_key_env) if options.url else ()
+    for endpoint in given:
+        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+    settings = Settings(repeats=options.repeats, max_tokens=options.max_tokens)
+    with embedded.endpoints(given, options.embedded) as found:
+        return asyncio.run(probe(found[0], settings))

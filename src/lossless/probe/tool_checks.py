@@ -1,0 +1,125 @@
+"""Tool calling and structured output, checked by behaviour: does a forced call come back as
+``tool_calls``, is the named function the one called, does ``response_format`` shape the answer.
+
+- ``tool_choice=required``: honoured when a call to an offered tool comes back with arguments that are
+  a JSON object; ignored when the answer is text (a server that honours it must call).
+- ``tool_choice=function``: honoured when the call is to the named function, not the other one offered.
+- ``tools`` (``auto``): honoured when a call comes back; a text answer is ``unsupported``, not
+  ``ignored``, since under ``auto`` a model may answer in words (SmolLM2-135M always does).
+- ``response_format=json_object`` / ``json_schema``: honoured when the answer parses as a JSON object
+  (and, for the schema, has exactly its fields with their types); ignored otherwise.
+An error answer is ``rejected``. The requests are greedy and non-streamed, so the whole body is read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lossless.client.wire import Reply, Wire, chat, gather
+from lossless.probe.checks import Check, Settings, rejected
+
+ASK = "What is the weather in Paris right now? Use a tool."
+_CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
+                                      "parameters": _CITY}},
+    {"type": "function", "function": {"name": "get_time", "description": "The local time in a city.",
+                                      "parameters": _CITY}},
+]  # fmt: skip
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
+    "required": ["city", "temp_c"],
+    "additionalProperties": False,
+}
+JSON_ASK = "Give the weather in Paris as JSON with the fields city and temp_c."
+
+
+def calls(reply: Reply) -> list[dict[str, Any]]:
+    """The first choice's tool calls as ``{name, arguments}`` (arguments as sent), from a whole body."""
+    choices = reply.body.get("choices") or [{}]
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    found = message.get("tool_calls") if isinstance(message, dict) else None
+    out = []
+    for item in found if isinstance(found, list) else []:
+        fn = item.get("function") if isinstance(item, dict) else None
+        if isinstance(fn, dict):
+            out.append({"name": fn.get("name"), "arguments": fn.get("arguments")})
+    return out
+
+
+def _object(text: Any) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _fits_schema(value: dict[str, Any]) -> bool:
+    """SCHEMA's rules, checked by hand (no validator needed for two fields)."""
+    number = isinstance(value.get("temp_c"), int | float) and not isinstance(value.get("temp_c"), bool)
+    return set(value) == {"city", "temp_c"} and isinstance(value.get("city"), str) and number
+
+
+def _call_check(name: str, reply: Reply, want: str | None) -> Check:
+    if not reply.ok:
+        return rejected(name, reply)
+    made = calls(reply)
+    finish = (reply.body.get("choices") or [{}])[0].get("finish_reason")
+    ev: dict[str, Any] = {"calls": made[:3], "finish_reason": finish}
+    good = [
+        c for c in made if c["name"] in {"get_weather", "get_time"} and _object(c["arguments"]) is not None
+    ]
+    if want is not None and good and all(c["name"] != want for c in good):
+        return Check(name, "ignored", ev, f"called {good[0]['name']}, not the named {want}")
+    if good:
+        return Check(name, "honoured", ev)
+    if made:
+        return Check(name, "ignored", ev, "a call came back, but not to an offered tool with JSON arguments")
+    if name == "tools":
+        return Check(name, "unsupported", ev, "the model answered in text (tool_choice auto allows it)")
+    return Check(name, "ignored", ev, "the answer is text, not the call asked for")
+
+
+async def tool_calling(w: Wire, s: Settings) -> list[Check]:
+    named = {"type": "function", "function": {"name": "get_time"}}
+    bodies = [
+        chat(ASK, tools=TOOLS, temperature=0, max_tokens=s.max_tokens),
+        chat(ASK, tools=TOOLS, tool_choice="required", temperature=0, max_tokens=s.max_tokens),
+        chat(ASK, tools=TOOLS, tool_choice=named, temperature=0, max_tokens=s.max_tokens),
+    ]
+    auto, required, function = await gather(w, bodies, s.concurrency)
+    return [
+        _call_check("tools", auto, None),
+        _call_check("tool_choice=required", required, None),
+        _call_check("tool_choice=function", function, "get_time"),
+    ]
+
+
+async def response_format(w: Wire, s: Settings) -> list[Check]:
+    schema_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "weather", "schema": SCHEMA, "strict": True},
+    }
+    bodies = [
+        chat(JSON_ASK, response_format={"type": "json_object"}, temperature=0, max_tokens=s.max_tokens),
+        chat(JSON_ASK, response_format=schema_format, temperature=0, max_tokens=s.max_tokens),
+    ]
+    as_object, as_schema = await gather(w, bodies, s.concurrency)
+    out = []
+    for name, reply, fits in (
+        ("response_format=json_object", as_object, lambda v: True),
+        ("response_format=json_schema", as_schema, _fits_schema),
+    ):
+        if not reply.ok:
+            out.append(rejected(name, reply))
+            continue
+        value = _object(reply.text)
+        ev = {"text": reply.text[:200], "json_object": value is not None}
+        ok = value is not None and fits(value)
+        out.append(
+            Check(name, "honoured", ev) if ok else Check(name, "ignored", ev, "the answer does not fit")
+        )
+    return out

@@ -1,0 +1,57 @@
+"""``lossless verify``: VerifyOptions -> gather from both endpoints, judge -> a ``VerifyResult``
+(``report.verify`` renders it)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from lossless.client import endpoints as ep
+from lossless.client.endpoints import Endpoint
+from lossless.provision import embedded
+from lossless.tasks.sets import load_set
+from lossless.verify.evidence import gather
+from lossless.verify.judge import judge
+from lossless.verify.options import VerifyOptions
+from lossless.verify.result import VerifyConfig, VerifyResult
+
+EXIT_CODES = {"equivalent": 0, "different": 1, "inconclusive": 3}
+
+
+async def verify(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) -> VerifyResult:
+    evidence = await gather(baseline, candidate, config)
+    return judge(baseline, candidate, config, evidence)
+
+
+def run(options: VerifyOptions) -> VerifyResult:
+    """Verify the two endpoints given; with none, the embedded engine's speculative decoding (the default
+    drafter) against its plain decoding, two servers over one copy of the weights."""
+    given = pair(options)
+    config = VerifyConfig(
+        options.budget, options.api, options.seed, timeout=options.timeout,
+        # loaded before any server starts or request is sent: a wrong name fails at once
+        task_set=load_set(options.task_set)[: options.tasks_limit] if options.task_set else None,
+    )  # fmt: skip
+    if not given:
+        # one engine behind two servers: its requests take turns, so neither server slows the other
+        config = replace(config, concurrency=1)
+    with embedded.endpoints(given, options.embedded, speculative=True) as (baseline, candidate):
+        return asyncio.run(verify(baseline, candidate, config))
+
+
+def pair(options: VerifyOptions) -> tuple[Endpoint, ...]:
+    """(baseline, candidate) from the URLs or the endpoints file, keys checked; () for the embedded engine."""
+    o = options
+    if o.endpoints_file is not None:
+        found = ep.load_pair(o.endpoints_file)
+    elif o.baseline is None or o.candidate is None:
+        return ()
+    else:
+        base = ep.from_urls((o.baseline,), o.model, o.api_key_env)[0]
+        cand = ep.from_urls(
+            (o.candidate,), o.candidate_model or o.model, o.candidate_api_key_env or o.api_key_env
+        )[0]
+        found = (replace(base, name="baseline"), replace(cand, name="candidate"))
+    for endpoint in found:
+        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+    return found
