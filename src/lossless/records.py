@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields, replace
+from enum import StrEnum
 from typing import Any
 
 # Per-event kinds in ``RequestRecord.event_kinds`` (one character per SSE event):
@@ -46,7 +47,7 @@ class RequestRecord:
     event_tokens: tuple[int, ...]  # cumulative completion_tokens per event when the server says, else -1
     end_ns: int | None  # stream closed (or the attempt failed)
     status: int | None  # HTTP status
-    error_kind: str | None  # None = success; "http_500", "http_429", "timeout_first_token", ...
+    error_kind: str | None  # None = success; a ``Failure``, or "http_<status>"
     error: str | None  # one-line message, never containing a key
     retried: bool  # this attempt failed and another followed
     n_in: int | None  # usage.prompt_tokens
@@ -80,14 +81,36 @@ class RequestRecord:
         return self.error_kind is None
 
 
+class Failure(StrEnum):
+    """Why an attempt failed: ``RequestRecord.error_kind`` (and an agent turn's, and verify's counts). An
+    HTTP error status is ``http_<status>`` (``http_failure``), not a member: any status may come back."""
+
+    CONNECTION = "connection"  # no connection, or it broke before the answer was whole
+    TIMEOUT_CONNECT = "timeout_connect"  # no connection within the connect time-out
+    TIMEOUT_FIRST_TOKEN = "timeout_first_token"  # no token within bench's --timeout-first-token
+    TIMEOUT_TOTAL = "timeout_total"  # not done within bench's --timeout-total
+    TIMEOUT = "timeout"  # one limit for the whole answer (a task's model call, a verify request)
+    MALFORMED_STREAM = "malformed_stream"  # not an answer: an event or body of the wrong shape, a cut stream
+    STREAM_ERROR = "stream_error"  # the server sent an error event mid-stream
+    CLIENT_ERROR = "client_error"  # our side failed on this answer (a bug; the run goes on)
+    CANCELLED = "cancelled"  # the run ended (Ctrl-C, SIGTERM) while it was in flight
+    ABANDONED = "abandoned"  # hedging or failover: another attempt of the same request answered first
+    WORKER_LOST = "worker_lost"  # the load-generating process that sent it died
+
+
+def http_failure(status: int) -> str:
+    return f"http_{status}"
+
+
 def retryable(kind: str | None) -> bool:
-    """Whether an attempt that failed so is worth another try (``bench --retries``), or a move to another
-    endpoint (``advise``'s failover): everything but success, the run's own end, and a request the
-    endpoint refused as wrong (400, 401, 404 ...; 408 and 429 are the endpoint's state, not the request's)."""
-    if kind is None or kind == "cancelled":
+    """Whether an attempt that failed so is worth another try (``bench --retries``, a task's model call),
+    or a move to another endpoint (``advise``'s failover): everything but success, the run's own end, and
+    a request the endpoint refused as wrong (400, 401, 404 ...; 408 and 429 are the endpoint's state, not
+    the request's)."""
+    if kind is None or kind == Failure.CANCELLED:
         return False
     if kind.startswith("http_4"):
-        return kind in ("http_429", "http_408")
+        return kind in (http_failure(429), http_failure(408))
     return True
 
 

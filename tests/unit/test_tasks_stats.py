@@ -8,8 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from lossless.client.answer import Answer, ToolCall
 from lossless.client.endpoints import Endpoint
-from lossless.client.turn import ToolCall, Turn, _Acc
+from lossless.client.turn import Turn
 from lossless.records import CONTENT, TOOL
 from lossless.tasks.result import TaskRun
 from lossless.tasks.runner import Prices, backoff
@@ -80,7 +81,7 @@ def test_prices_and_backoff() -> None:
 
 
 def test_tool_calls_are_assembled_from_their_deltas_and_count_as_token_events() -> None:
-    acc = _Acc()
+    acc = Answer("chat")
 
     def chunk(delta: dict) -> dict:
         return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
@@ -100,10 +101,10 @@ def test_tool_calls_are_assembled_from_their_deltas_and_count_as_token_events() 
     acc.add(chunk({"content": "ok"}), 5, True)
     assert acc.tool_calls() == (ToolCall("a", "f", '{"x": 1}'), ToolCall("b", "g", "{}"))
     assert "".join(acc.kinds) == "n" + TOOL * 3 + CONTENT
-    whole = _Acc()
+    whole = Answer("chat")
     call = {"id": "c", "type": "function", "function": {"name": "h", "arguments": "[]"}}
     message = {"role": "assistant", "content": None, "tool_calls": [call]}
     whole.add({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}, 9, stream=False)
-    assert whole.tool_calls() == (ToolCall("c", "h", "[]"),) and whole.finish_reason == "tool_calls"
+    assert whole.tool_calls() == (ToolCall("c", "h", "[]"),) and whole.finish_reason() == "tool_calls"
     with pytest.raises(ValueError):
-        _Acc().add(chunk({"tool_calls": [{"index": "zero"}]}), 1, True)
+        Answer("chat").add(chunk({"tool_calls": [{"index": "zero"}]}), 1, True)

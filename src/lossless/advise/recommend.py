@@ -26,13 +26,15 @@ import numpy as np
 
 from lossless.advise.result import Estimate, Timeout
 from lossless.advise.simulate import Samples, attempt_times, interval
-from lossless.records import RequestRecord
+from lossless.records import Failure, RequestRecord
 
-# phase -> (milestone in words, bench's own time-out of the phase, error kinds failed in it; None: any)
+# phase -> (milestone in words, the failure bench's own time-out of the phase records, the failures of
+# the phase; None: any)
+CONNECT = frozenset({Failure.CONNECTION, Failure.TIMEOUT_CONNECT})
 PHASES: dict[str, tuple[str, str, frozenset[str] | None]] = {
-    "connect": ("response headers", "timeout_connect", frozenset({"connection", "timeout_connect"})),
-    "first_token": ("the first token", "timeout_first_token", None),
-    "total": ("the answer's end", "timeout_total", None),
+    "connect": ("response headers", Failure.TIMEOUT_CONNECT, CONNECT),
+    "first_token": ("the first token", Failure.TIMEOUT_FIRST_TOKEN, None),
+    "total": ("the answer's end", Failure.TIMEOUT_TOTAL, None),
 }
 HEDGE_LEVELS = (0.25, 0.5, 0.75, 0.9, 0.95, 0.99)  # of the successful attempts' E2E
 FAILOVER_LEVELS = (0.5, 0.9, 0.95, 0.99)  # of the first choice's time to first token; and errors only

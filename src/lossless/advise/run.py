@@ -19,7 +19,7 @@ from lossless.advise.executed import chain_label, executed
 from lossless.advise.options import AdviseOptions
 from lossless.advise.result import AdviseResult, Estimate, Executed, GroupAdvice, Prediction
 from lossless.errors import UsageError
-from lossless.records import RequestRecord
+from lossless.records import Failure, RequestRecord
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,7 +96,7 @@ def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict
         for name, price in _prices(d, notes).items():
             prices.setdefault(name, price)
         for r in records:
-            if r.warmup or r.error_kind in ("cancelled", "abandoned"):
+            if r.warmup or r.error_kind in (Failure.CANCELLED, Failure.ABANDONED):
                 continue
             key = (r.endpoint, r.load)
             if where.setdefault(key, d) != d:

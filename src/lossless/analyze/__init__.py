@@ -1,12 +1,15 @@
 """Records -> numbers: pure, no printing. Metric definitions are DESIGN.md's, to the letter.
 
-timing.py     one record -> its times (TTFB, TTFT, TPOT, E2E, gaps); --slo objectives
-metrics.py    the one table of metrics: names, units, digits, which statistics each report shows
-stats.py      values -> Distribution (percentiles, bootstrap CIs)
-server.py     the server's own word: timing headers, draft counters, who served
-compare.py    endpoint against endpoint, run against run, first half against second: ratios with CIs
-summarize.py  records -> Summary
-result.py     Summary and its parts, frozen and typed; as_dict / from_dict at the JSON edge
+timing.py        ``timing()``: one record -> its times (TTFB, TTFT, TPOT, E2E, gaps); --slo objectives
+metrics.py       ``METRICS``: the one table of metrics: names, units, digits, which statistics each shows
+distribution.py  ``describe()``: values -> ``Distribution`` (percentiles, bootstrap CIs)
+server_side.py   ``server_times()``, ``spec_stats()``: the server's own word (headers, draft counters, who)
+clients.py       ``saturation_warnings()``: was the load generator itself the bottleneck?
+ratios.py        ``compare_runs()``, ``drift()``: endpoint against endpoint, run against run: ratios with CIs
+paired.py        ``paired_accuracy()``: two endpoints graded on the same items (McNemar, TOST)
+summarize.py     ``summarize()``: records -> ``Summary``
+summary.py       ``Summary`` and its parts, frozen and typed; as_dict / from_dict at the JSON edge
+shapes.py        reading summary.json back field by field, each helper naming the field it refuses
 """
 
 from lossless.analyze.distribution import Distribution, describe

@@ -22,7 +22,7 @@ from lossless.analyze.summary import (
     Throughput,
 )
 from lossless.analyze.timing import Timing, meets, timing
-from lossless.records import RequestRecord, on_one_timeline
+from lossless.records import Failure, RequestRecord, on_one_timeline
 
 Counters = tuple[Mapping[str, float], Mapping[str, float]]  # a server's /metrics before and after
 # USD per million tokens: (input, output) or (input, output, cached input); None: not priced
@@ -157,7 +157,7 @@ def _prompt_cache(ok: Sequence[RequestRecord], t: Sequence[Timing], seed: int) -
 def attainment(final: Sequence[RequestRecord], slo: Mapping[str, float]) -> dict[str, float]:
     """The share of requests meeting each objective, and every one ("all"). A failed request meets none;
     one cut off by the run's end (cancelled) is not counted. Empty without objectives or requests."""
-    counted = [r for r in final if r.error_kind != "cancelled" and not r.retried]
+    counted = [r for r in final if r.error_kind != Failure.CANCELLED and not r.retried]
     if not slo or not counted:
         return {}
     times = [timing(r) for r in counted if r.ok]
@@ -169,8 +169,8 @@ def _requests(attempts: Sequence[RequestRecord], final: Sequence[RequestRecord])
     errors = tally(r.error_kind for r in attempts if r.error_kind is not None)
     return Requests(
         ok=sum(1 for r in final if r.ok),
-        failed=sum(1 for r in final if not r.ok and r.error_kind != "cancelled"),
-        cancelled=sum(1 for r in final if r.error_kind == "cancelled"),
+        failed=sum(1 for r in final if not r.ok and r.error_kind != Failure.CANCELLED),
+        cancelled=sum(1 for r in final if r.error_kind == Failure.CANCELLED),
         attempts=len(attempts),
         errors=dict(sorted(errors.items())),
     )

@@ -1,1 +1,11 @@
-"""TODO map."""
+"""``lossless bench``: latency and throughput of endpoints side by side, under the loads asked for.
+
+options.py      ``BenchOptions``: every flag of bench (and watch) with its default
+run.py          ``run()``: options -> a plan -> the run -> ``analyze.Summary`` and the records
+loop.py         ``run_bench()``: the run loop: levels, arrivals, warm-up, time-outs, retries, records.jsonl
+policies.py     hedging and failover (``Policy``, ``execute()``): a request's second attempt, and who wins
+capacity.py     ``search()``: the highest load that keeps a share of requests within the --slo objectives
+token_exact.py  ``calibrate()``: a token-exact workload fitted to the first endpoint's template
+workload/       what is sent: prompt suites, arrivals, conversations, traces, token-exact lengths
+workers/        more load than one process makes: local processes or Ray tasks, one clock
+"""

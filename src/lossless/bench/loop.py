@@ -28,7 +28,7 @@ from lossless.client.endpoints import Endpoint, api_key
 from lossless.client.http import Session
 from lossless.client.prometheus import scrape
 from lossless.client.prompt import Prompt
-from lossless.records import ClientLoad, RequestRecord, retryable
+from lossless.records import ClientLoad, Failure, RequestRecord, retryable
 from lossless.rundir import JsonlWriter
 
 Clock = Callable[[], int]
@@ -171,7 +171,7 @@ class _Run:
 
     async def send(self, job: Job, attempt: int, first_token: asyncio.Event | None = None) -> RequestRecord:
         if self.on_start is not None:  # the record it leaves if its process is lost (bench --workers)
-            lost = unfinished(job, attempt, self.cfg.call, self.clock(), "worker_lost", "worker lost")
+            lost = unfinished(job, attempt, self.cfg.call, self.clock(), Failure.WORKER_LOST, "worker lost")
             self.on_start(self.stamped(lost))
         return await call(
             self.sessions[job.endpoint.name], job, attempt, self.cfg.call, self.clock, first_token

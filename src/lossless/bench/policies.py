@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from lossless.client.call import CallCancelled, Job
 from lossless.client.endpoints import Endpoint
-from lossless.records import RequestRecord, retryable
+from lossless.records import Failure, RequestRecord, retryable
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ async def execute(policy: Policy, job: Job, start: Start, emit: Emit) -> Request
     except asyncio.CancelledError:
         for k, a in enumerate(running):
             if k not in emitted and (record := await _stop(a)) is not None:
-                emit(record)  # cut by the run's end ("cancelled"), or ended before it
+                emit(record)  # cut by the run's end (Failure.CANCELLED), or ended before it
         raise
 
 
@@ -164,4 +164,4 @@ async def _stop(a: Attempt) -> RequestRecord | None:
 def _abandoned(record: RequestRecord, why: str) -> RequestRecord:
     if record.ok:  # it answered in the same instant: kept as it is, not the outcome
         return replace(record, retried=True)
-    return replace(record, error_kind="abandoned", error=why, retried=True)
+    return replace(record, error_kind=Failure.ABANDONED, error=why, retried=True)

@@ -1,14 +1,16 @@
-"""The ``lossless`` command. Every command has one shape: its flags -> frozen options
-(``lossless.options``, where the defaults live) -> its stage's ``run`` -> a typed result -> ``report``.
+"""The ``lossless`` command. Every command has one shape: its flags -> its frozen options (the command's
+``options.py``, where the defaults live) -> its ``run`` -> a typed result -> ``report``. ``cli/<name>.py``
+holds the commands of one group.
 
-common.py   one-line errors, value types, output checks
-measure.py  bench, probe, verify
-tasks.py    tasks (success, time and cost per completed task)
-inspect.py  inspect (what is behind an endpoint: speculative decoding, identity)
-saved.py    report, compare (saved runs)
-advise.py   advise (time-outs, hedging and failover predicted from saved runs)
-watch.py    watch (bench on a schedule, into a history), history (its trends and changes)
-serving.py  models, serve, draft train, demo (the embedded model)
+common.py    ``friendly_errors()``: one-line errors; the value types of options; output checks
+measure.py   ``bench()``, ``probe()``, ``verify()``
+tasks.py     ``tasks()``: success, time and cost per completed task
+inspect.py   ``inspect()``: what is behind an endpoint
+saved.py     ``report()``, ``compare()``: saved runs
+advise.py    ``advise()``: time-outs, hedging and failover predicted from saved runs
+watch.py     ``watch()``, ``history()``: bench on a schedule, into a history; its trends
+serving.py   ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
+__main__.py  ``python -m lossless.cli``
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """The only edge to the network: every HTTP call and every SSE parse, whichever command makes it.
 
-http.py        aiohttp behind Session and Response; TransportError; redact (keys out of any text)
-sse.py         the SSE parser, and read_events: the one loop over a stream's network reads
-openai.py      OpenAI request bodies, and what one chunk says (Chunk: the one decoder of answers)
-call.py        bench: one streaming call -> one RequestRecord (a timestamp per event)
-wire.py        probe and verify: any request body -> one whole Reply (every choice, logprobs, usage)
-prometheus.py  speculative-decoding counters from a server's /metrics
+endpoints.py   ``Endpoint`` (its key named by a variable, never held), from URLs or an endpoints file
+http.py        aiohttp behind ``Session`` and ``Response``; ``TransportError``; ``redact()``
+sse.py         ``read_events()``: the SSE parser and the one loop over a stream's network reads
+openai.py      ``request_body()``, and ``Chunk``: what one chunk says (the one decoder of answers)
+answer.py      ``Answer``: the one accumulator every call folds its events into (text, choices, tool calls)
+prompt.py      ``Prompt``: what one request asks, whichever API carries it
+call.py        ``call()``: bench's call -> one ``RequestRecord``, a timestamp per event
+turn.py        ``chat_turn()``: an agent's turn -> one ``Turn`` (tool calls whole), timed as bench times
+wire.py        ``Wire``: probe's and verify's: any body -> one whole ``Reply`` (every choice, logprobs)
+prometheus.py  ``scrape()``: speculative-decoding counters from a server's /metrics
 """

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from lossless.records import IDENTITY_HEADERS
+from lossless.records import IDENTITY_HEADERS, Failure
 
 # Headers kept raw in records: server-side timing, request ids, and Retry-After for the retry loop.
 TIMING_HEADERS = frozenset(
@@ -27,7 +27,7 @@ KEPT_HEADERS = TIMING_HEADERS | IDENTITY_HEADERS
 class TransportError(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
-        self.kind = kind  # "connection" or "timeout_connect"
+        self.kind = kind  # Failure.CONNECTION or Failure.TIMEOUT_CONNECT
 
 
 class Response:
@@ -46,7 +46,7 @@ class Response:
             async for chunk in self._resp.content.iter_any():
                 yield chunk
         except aiohttp.ClientError as exc:
-            raise TransportError("connection", f"{type(exc).__name__}: {exc}") from exc
+            raise TransportError(Failure.CONNECTION, f"{type(exc).__name__}: {exc}") from exc
 
     async def whole(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
@@ -106,9 +106,9 @@ class Session:
             # to another origin (it drops only Authorization). A 3xx is an answer, recorded as such.
             resp = await self._client().post(self._base + path, data=body, allow_redirects=False)
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise TransportError("timeout_connect", "connect timed out") from exc
+            raise TransportError(Failure.TIMEOUT_CONNECT, "connect timed out") from exc
         except aiohttp.ClientError as exc:
-            raise TransportError("connection", self.redact(f"{type(exc).__name__}: {exc}")) from exc
+            raise TransportError(Failure.CONNECTION, self.redact(f"{type(exc).__name__}: {exc}")) from exc
         try:
             yield Response(resp)
         finally:

@@ -3,8 +3,8 @@
 ``call.py`` turns a workload prompt into a timing record for bench; probing and verifying need the
 opposite trade: any body (unknown fields, ``n``, ``echo``), and the whole response (every choice, the
 logprobs, the usage), with timing reduced to one elapsed figure. Both sit on ``http.Session`` (aiohttp
-stays behind it, the API key in its headers), read streams with ``sse.read_events`` and decode
-choices with ``openai.Chunk``, so a cut stream or a malformed answer means the same to every command.
+stays behind it, the API key in its headers), read streams with ``sse.read_events`` and fold them into
+one ``answer.Answer``, so a cut stream or a malformed answer means the same to every command.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lossless.client.answer import MAX_ERROR_CHARS, Answer
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Response, Session, TransportError
-from lossless.client.openai import Chunk, reasoning_tokens
+from lossless.client.openai import reasoning_tokens
 from lossless.client.sse import read_events
 from lossless.errors import EndpointError
-
-MAX_ERROR_CHARS = 300
+from lossless.records import Failure
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Wire:
             try:
                 return await self._post(body, path)
             except EndpointError as exc:
-                if not isinstance(exc.__cause__, TransportError) or exc.__cause__.kind != "connection":
+                if not isinstance(exc.__cause__, TransportError) or exc.__cause__.kind != Failure.CONNECTION:
                     raise
             return await self._post(body, path)
         except EndpointError as exc:
@@ -136,21 +136,25 @@ class Wire:
         return self._session.redact(text.replace("\n", " "))[:MAX_ERROR_CHARS] or "(empty body)"
 
     def _whole(self, raw: bytes, elapsed: float) -> Reply:
+        answer = Answer(None)
         try:
             body = json.loads(raw)
-            choices = tuple(_choice(c, stream=False) for c in body["choices"])
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            answer.add(body, 0, stream=False)
+        except (ValueError, RecursionError):  # not JSON, or not a completion object
             return Reply(200, elapsed, error=f"not a completion object: {self._message(raw[:200])}")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else None
-        return Reply(200, elapsed, choices, usage, body=body)
+        return Reply(200, elapsed, _choices(answer, stream=False), answer.usage, body=body)
 
     async def _stream(self, resp: Response, start: float) -> Reply:
-        parts = _StreamParts()
-        await read_events(resp, parts.read, time.perf_counter_ns)
-        if not parts.done and not any(f is not None for f in parts.finish.values()) and parts.error is None:
+        answer = Answer(None, lenient=True)
+        await read_events(resp, answer.read, time.perf_counter_ns)
+        problem = answer.problem
+        if problem is None and not answer.finished():
             # the connection closed before the stream said it was done: a cut answer, not a short one
-            parts.error = "stream ended without [DONE] or a finish_reason"
-        return parts.reply(time.perf_counter() - start, self._session.redact)
+            problem = "stream ended without [DONE] or a finish_reason"
+        # an error event's text is the server's: it may quote the key, as an error body may
+        error = None if problem is None else self._session.redact(problem)[:MAX_ERROR_CHARS]
+        return Reply(200, time.perf_counter() - start, _choices(answer, stream=True), answer.usage, error,
+                     answer.events)  # fmt: skip
 
 
 def chat(content: str, **fields: Any) -> dict[str, Any]:
@@ -169,84 +173,16 @@ async def gather(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) ->
     return list(await asyncio.gather(*(one(b) for b in bodies)))
 
 
-class _StreamParts:
-    """A stream's events folded into choices, by ``index``."""
-
-    def __init__(self) -> None:
-        self.text: dict[int, list[str]] = {}
-        self.reasoning: dict[int, list[str]] = {}
-        self.finish: dict[int, str | None] = {}
-        self.logprobs: dict[int, list[Any]] = {}
-        self.usage: dict[str, Any] | None = None
-        self.events = 0
-        self.error: str | None = None
-        self.done = False  # [DONE] came
-
-    def read(self, _t: int, payloads: list[bytes]) -> bool:
-        """Fold one network read's events in (its time is not kept: a Reply has one elapsed figure);
-        True once [DONE] came, and what follows it is not read."""
-        for payload in payloads:
-            if payload == b"[DONE]":
-                self.done = True
-                break
-            self.add(payload)
-        return self.done
-
-    def add(self, payload: bytes) -> None:
-        """Fold one event in; a malformed one sets ``error``."""
-        try:
-            obj = json.loads(payload)
-        except (ValueError, RecursionError):
-            self.error = f"malformed stream event {payload[:80]!r}"
-            return
-        if not isinstance(obj, dict):
-            return
-        if "error" in obj:
-            self.error = str(obj["error"])[:MAX_ERROR_CHARS]
-        self.events += 1
-        if isinstance(obj.get("usage"), dict):
-            self.usage = obj["usage"]
-        choices = obj.get("choices") or []
-        if not isinstance(choices, list):
-            self.error = f"malformed stream event (choices is not a list): {payload[:80]!r}"
-            return
-        for raw in choices:
-            try:
-                i = int(raw.get("index", 0))
-                c = _choice(raw, stream=True, inline_think=False)
-            except (AttributeError, TypeError, ValueError) as exc:
-                self.error = f"malformed stream event ({exc}): {payload[:80]!r}"
-                return
-            self.text.setdefault(i, []).append(c.text)
-            self.reasoning.setdefault(i, []).append(c.reasoning)
-            if c.finish_reason is not None or i not in self.finish:
-                self.finish[i] = c.finish_reason
-            if c.logprobs is not None:
-                self.logprobs.setdefault(i, []).append(c.logprobs)
-
-    def reply(self, elapsed: float, redact: Callable[[str], str]) -> Reply:
-        # an error event's text is the server's: it may quote the key, as an error body may
-        error = None if self.error is None else redact(self.error)
-        choices = []
-        for i in sorted(self.text):
-            text, think = split_think("".join(self.text[i]))
-            reasoning = "".join(self.reasoning[i]) + think
-            choices.append(Choice(text, reasoning, self.finish.get(i), self.logprobs.get(i)))
-        return Reply(200, elapsed, tuple(choices), self.usage, error, self.events)
-
-
-def _choice(raw: Any, *, stream: bool, inline_think: bool = True) -> Choice:
-    """One choice object; a field of the wrong type raises ValueError (the reply is then malformed).
-    Its API is told by its shape, not by the path: a legacy completion's choice carries ``text``."""
-    api = "completions" if isinstance(raw, dict) and "text" in raw else "chat"
-    # Chunk reads a chunk's first choice only: each choice goes through it as a chunk of its own, so a
-    # malformed choice is malformed by bench's rules (and bench's hot path stays as it is)
-    chunk = Chunk({"choices": [raw]}, api, stream)
-    text, reasoning = chunk.content, chunk.reasoning
-    if inline_think:  # a stream's markers may span chunks: its choices are split once, whole
-        text, think = split_think(text)
-        reasoning += think
-    return Choice(text, reasoning, chunk.finish_reason, raw.get("logprobs"))
+def _choices(answer: Answer, stream: bool) -> tuple[Choice, ...]:
+    """Every choice, by index. A stream's <think> markers may span chunks: each choice's text is split
+    once, whole. Log-probabilities: a whole answer's object as sent, a stream's one per chunk."""
+    choices = []
+    for i in answer.indices:
+        text, think = split_think(answer.text(i))
+        found = answer.logprobs.get(i)
+        logprobs = found if stream or found is None else found[0]
+        choices.append(Choice(text, answer.reasoning(i) + think, answer.finish_reason(i), logprobs))
+    return tuple(choices)
 
 
 def split_think(text: str) -> tuple[str, str]:

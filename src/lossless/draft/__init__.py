@@ -1,3 +1,8 @@
-"""Training the DSpark-style draft head for the embedded model: its self-distillation data (``data``) and
-recipe (``train``), and the shipped weights in smollm2-135m/. The head and the drafter that serves it are
-`lossless.engine.head`: this package imports the engine, never the reverse."""
+"""``lossless draft train``: self-distil the DSpark-style draft head for the embedded model. The head
+and the drafter that serves it are ``engine.speculate``: this package imports the engine, never the
+reverse. The shipped head lies in smollm2-135m/ (with its training log).
+
+recipe.py  ``Recipe``: every setting of the training, with why it is so (no torch)
+data.py    ``collect()``: the target's own answers to the bundled prompts (prompts.jsonl)
+train.py   ``main()``: train, calibrate the confidence head, evaluate, write the head
+"""

@@ -1,0 +1,11 @@
+"""The reference inference engine: a Llama-family model on the CPU, served with lossless speculative
+decoding. Parts, each importing only those below it (tests/unit/test_architecture.py):
+
+engine.py   ``Engine``: load a checkpoint, build its drafter, turn requests into streams of text deltas
+speculate/  draft -> verify -> accept with exact rejection sampling; n-gram, draft-model and DSpark drafters
+weights/    checkpoints read (GGUF, Hugging Face), int4 blocks and their kernels, the packed output layer
+model/      the network, sampling, generation, constrained decoding, the tokenizer
+cpu.py      ``flags()``, ``resolve_dtype()``: what this CPU computes, read once (torch-free)
+
+Importing the package imports nothing: ``engine.cpu`` and ``speculate.spec`` are torch-free, for the CLI.
+"""

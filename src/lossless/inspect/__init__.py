@@ -1,11 +1,13 @@
-"""What is behind an endpoint, told from its behaviour (issue #23): ``lossless inspect``.
+"""What is behind an endpoint, told from its behaviour: ``lossless inspect``.
 
-arms.py          the speculation requests: copy, count, free (greedy) and free-t1, in rotating rounds
-collect.py       sends them through bench's client, reads /metrics' speculative counters around them
-speculation.py   records -> speed and burst ratios with CIs -> `evident` / `not evident` / `inconclusive`,
-                 the likely drafter kind and an estimate of the mean accepted length (pure)
-identity.py      the tokenizer family from ``usage.prompt_tokens`` of crafted strings, against reference
-                 counts (tokenizers.json, made by benchmarks/tokenizer_fingerprints.py) and any tokenizer
-                 the user names; the declared model and system_fingerprint
-stage.py         InspectOptions -> a card per endpoint (precision: not measured yet), for report/inspect.py
+options.py      ``InspectOptions``: what inspect was asked, every default
+run.py          ``run()``: a ``Card`` per endpoint -> ``InspectResult`` (report/inspect.py renders it)
+arms.py         the speculation requests: copy, count, free (greedy) and free-t1, in rotating rounds
+collect.py      ``collect()``: sends them through bench's client, reads /metrics' counters around them
+speculation.py  records -> speed and burst ratios -> evident / not evident / inconclusive (pure)
+identity.py     ``identify()``: the tokenizer family from ``usage.prompt_tokens`` of crafted strings
+precision.py    ``judge()``: which variant of the weights serves, against references (verify's scoring)
+context.py      ``measure()``: the longest prompt an endpoint answers, whatever /v1/models declares
+
+collect.py has verify's collect.py's role: what the command asks endpoints.
 """

@@ -1,15 +1,19 @@
 """An OpenAI-compatible HTTP server over the engine (starlette + uvicorn).
 
-    app.py        routes, the request-id/metrics wrapper and admission
-    limits.py     what one request may cost (body size, deadlines); the guard that reads bodies
-    connection.py uvicorn's h11 protocol with a deadline on request heads
-    protocol.py   request bodies -> ApiRequest, or a 400 (the policy on n, aliases, ignored fields)
-    prompts.py    ApiRequest -> prompt token ids within the context, without holding the GIL
-    worker.py     the bounded FIFO queue and the one thread that runs the engine
-    responses.py  a job's events -> a JSON body or an SSE stream; server-timing
-    bodies.py     OpenAI response and chunk bodies, both log-probability formats
-    metrics.py    /metrics in the Prometheus text format
-    main.py       `lossless serve`; launch.py: `start_embedded` for the other commands
+options.py      ``ServeOptions``: what ``lossless serve`` was asked, every default
+main.py         ``serve()``: load the model, bind, announce the URL once ready, serve until Ctrl-C
+launch.py       ``start_embedded()``: the server inside another command
+app.py          ``create_app()``: routes, the request-id and metrics wrapper, admission
+limits.py       ``Limits``, ``BodyGuard``: what one request may cost; the guard that reads bodies
+connection.py   ``guarded_h11()``: uvicorn's h11 protocol with a deadline on request heads
+protocol.py     ``parse()``: request bodies -> ``ApiRequest``, or a 400 (n, aliases, ignored fields)
+encode.py       ``tokenize()``: a request's prompt -> token ids within the context, off the event loop
+tool_calls.py   ``apply()``: tools, tool_choice and response_format in; calls read back out of text
+tool_stream.py  ``CallStream``: tool calls read out of a stream as they are generated
+scheduler.py    ``Worker``: the bounded FIFO queue and the one thread that runs the engine
+responses.py    ``complete()``, ``stream()``: a job's events -> a JSON body or an SSE stream
+bodies.py       OpenAI response and chunk bodies, both log-probability formats
+exposition.py   ``ServerMetrics``: /metrics in the Prometheus text format
 
 Nothing is imported here: ``lossless bench`` against a remote URL must not pay for torch or starlette.
 """

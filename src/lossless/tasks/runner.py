@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lossless.analyze.timing import timing
+from lossless.client.answer import ToolCall
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
 from lossless.client.openai import cached_tokens
-from lossless.client.turn import ToolCall, Turn, chat_turn
+from lossless.client.turn import Turn, chat_turn
 from lossless.provision.tokenizers import TokenCounter
 from lossless.records import RequestRecord, retryable
 from lossless.tasks.checkers import CheckResult, PythonTests, ToolCalls, check

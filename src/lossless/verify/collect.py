@@ -16,6 +16,7 @@ from typing import Any
 
 from lossless.client.wire import Reply, Wire
 from lossless.errors import EndpointError
+from lossless.records import Failure, http_failure
 from lossless.verify.two_sample import TAIL, Alternatives, Sample, token_rank
 
 # Openers that leave many continuations open (the distribution, not one answer, is what is compared).
@@ -82,8 +83,9 @@ class Caller:
             except EndpointError as exc:  # never answered before? detection answered, so rarely
                 reply = Reply(0, 0.0, error=str(exc))
         if not reply.ok:
-            kind = ("timeout" if reply.elapsed_s else "connection") if reply.status == 0 else None
-            kind = kind or (f"http_{reply.status}" if reply.status != 200 else "malformed")
+            kind: str = Failure.TIMEOUT if reply.elapsed_s else Failure.CONNECTION
+            if reply.status != 0:
+                kind = http_failure(reply.status) if reply.status != 200 else Failure.MALFORMED_STREAM
             self.failed[kind] = self.failed.get(kind, 0) + 1
         return reply
 

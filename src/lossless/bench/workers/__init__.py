@@ -10,4 +10,8 @@ back, as they happen, the record an attempt would leave if the worker were lost 
 real record (when it ends); the driver appends real records to records.jsonl as they arrive, and turns the
 attempts of a worker that died into ``worker_lost`` records. Each worker's clock offset to the driver is
 measured by round trips before every level and stamped on its records with its uncertainty.
+
+driver.py     ``run()``: deals the levels out, gathers the records, keeps the run whole
+transport.py  ``start()``: local processes (multiprocessing queues) or Ray tasks
+worker.py     ``serve()``: one worker: runs its share of each level, streams back what happens
 """

@@ -1,1 +1,8 @@
-"""TODO map."""
+"""Weights from checkpoint files, and the kernels that multiply them.
+
+hf.py         ``load_hf()``, ``Checkpoint``: a Hugging Face folder; ``to_our_layout()``, both loaders end
+gguf.py       ``load_gguf()``: a llama.cpp GGUF, its blocks dequantized (or kept in 4 bits) and its tokenizer
+quant.py      ``Int4Weight``, ``Int4Linear``, ``kernel()``: a GGUF's Q4_0 / Q4_1 blocks served as they are
+q4_kernel.py  ``available()``: our Q4 x Q8 kernel (q4_kernel.cpp), built once per machine, a torch operator
+packed.py     ``pack_output()``: the output layer packed once for oneDNN's bfloat16
+"""
