@@ -1,4 +1,6 @@
-"""Shared fixtures: the real embedded model's path; a tiny random Llama checkpoint built in a blink."""
+"""Shared fixtures: the real embedded model's path and engine; a tiny random Llama checkpoint built in a
+blink; a scripted OpenAI-compatible server per test module. The servers and checkpoints the fixtures
+start or write live in tests/support/."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from scripted_server import ScriptedServer
 from slow_apart import (  # make test's two pytest-xdist workers: the slow tests on one, one after another
     pytest_collection_modifyitems,
     pytest_configure,
@@ -71,3 +74,11 @@ def torch_one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    """The scripted server (tests/support/scripted_server.py), one per test module: a test scripts what it
+    answers (``server.script(...)``) before it sends."""
+    with ScriptedServer() as s:
+        yield s
