@@ -1,5 +1,5 @@
 """Which grammar library constrains our decoding? (A benchmark, not a test; the choice is explained in
-src/lossless/engine/constrain.py.)
+src/lossless/engine/model/constrain.py.)
 
     pip install llguidance xgrammar outlines-core   # into a throw-away environment: xgrammar pulls
     python benchmarks/grammar_libraries.py          # triton, transformers and pydantic with it

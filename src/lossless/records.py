@@ -203,7 +203,7 @@ _BY_ANNOTATION: dict[str, Callable[[Any], bool]] = {
         and all(isinstance(p, tuple) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in v)
     ),
 }
-# a field whose annotation is not above goes unchecked; tests/unit/test_cli_bad_input.py says when one is
+# a field whose annotation is not above goes unchecked; tests/unit/cli/test_cli_bad_input.py says when one is
 RECORD_FIELD_CHECKS = {f.name: _BY_ANNOTATION.get(str(f.type)) for f in fields(RequestRecord)}
 
 

@@ -1,6 +1,7 @@
 """``lossless demo --quick`` end to end, as a user runs it: the real embedded model, two embedded servers,
 bench, verify and the HTML report, in a subprocess. The embedded pair is what every command serves when
-given no URL (``provision.serve_embedded``: verify's and tasks' too), so its verify checks that path."""
+given no URL (``provision.embedded.serve_embedded``: verify's and tasks' too), so its verify checks that
+path."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What ``lossless advise`` returns: frozen, typed, complete when made; ``as_dict`` is the JSON edge.
 
 Times are in ms. A latency of inf means "no answer": more simulated requests failed than the percentile
-leaves room for; the JSON writer (``report.files.strict_json``) writes it as null.
+leaves room for; the JSON writer (``rundir.strict_json``) writes it as null.
 """
 
 from __future__ import annotations

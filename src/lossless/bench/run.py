@@ -1,4 +1,4 @@
-"""The bench stage: options -> a plan (endpoints, loads, workload) -> the run -> a summary.
+"""bench's run: options -> a plan (endpoints, loads, workload) -> the run -> a summary.
 
 ``cli.bench`` parses flags into ``BenchOptions``, calls ``run`` and hands the summary to ``report.bench``.
 Everything here that can fail on user input fails before the first request is sent (and before the

@@ -1,5 +1,5 @@
 """``lossless advise``: what time-outs to set, and what hedging or failover would do, from saved runs.
-Its defaults are ``AdviseOptions``' fields (``lossless.advise.stage``, which imports no numpy to start)."""
+Its defaults are ``AdviseOptions``' fields (``advise/options.py``, which imports no numpy)."""
 
 from __future__ import annotations
 

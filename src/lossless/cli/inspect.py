@@ -1,5 +1,5 @@
 """``lossless inspect``: what is behind an endpoint, told by its behaviour (issue #23). Flags ->
-``InspectOptions`` (``lossless.options``, where the defaults live) -> ``inspect.stage.run`` -> a card
+``InspectOptions`` (``inspect/options.py``, where the defaults live) -> ``inspect.run.run`` -> a card
 per endpoint -> ``report/inspect.py``."""
 
 from __future__ import annotations

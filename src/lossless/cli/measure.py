@@ -1,5 +1,6 @@
-"""The commands that measure endpoints: bench, probe, verify. Each parses its flags into frozen options
-(``lossless.options``, where every default lives), runs its stage and hands the result to ``report``."""
+"""The commands that measure endpoints: bench, probe, verify. Each parses its flags into its frozen
+options (the command's ``options.py``, where every default lives), calls its ``run`` and hands the
+result to ``report``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``lossless tasks``: success, time and cost per completed task (flags -> TasksOptions -> tasks.stage ->
+"""``lossless tasks``: success, time and cost per completed task (flags -> TasksOptions -> tasks.run ->
 TasksResult -> report/tasks.py)."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
 # --- the weights' dtype ---------------------------------------------------------------------------
 
 # what --dtype accepts (the engine also loads float64, for tests); int4: the GGUF's own Q4_0 / Q4_1 blocks
-# (engine/quant.py: on our kernel, activations rounded to int8 per block, else torch's with bfloat16
+# (engine/weights/quant.py: on our kernel, activations rounded to int8 per block, else torch's with bfloat16
 # ones), the rest of the weights and the activations between layers in bfloat16
 DTYPES = ("auto", "int4", "bfloat16", "float32")
 

@@ -2,8 +2,8 @@
 
 Data flows down: this module drives `generate` and `speculative` (which make the ``Delta`` stream;
 ``Delta`` and ``TokenLogprob`` are re-exported here for the server) and builds the drafter a
-`config.DrafterSpec` names from `drafts` and `head`; none of them imports this module. Importing it
-loads torch; the checkpoint loaders are imported when a checkpoint is loaded.
+`speculate.spec.DrafterSpec` names from `speculate.drafts` and `speculate.head`; none of them imports
+this module. Importing it loads torch; the checkpoint loaders are imported when a checkpoint is loaded.
 
 One Engine is one model state (the KV cache): a generation or a scoring holds ``ModelLock`` for its
 whole life, so callers on several threads (two servers on one engine, see `with_drafter`) wait their
@@ -325,7 +325,7 @@ def _holding(args: ModelArgs, weights: dict[str, Tensor]) -> Transformer:
 
 
 def _for_dtype(defaults: dict[str, T], dtype: str) -> T:
-    """A per-dtype default (`config.DSPARK_THRESHOLD`, `DSPARK_TREE`); float32's for another dtype."""
+    """A per-dtype default (`spec.DSPARK_THRESHOLD`, `DSPARK_TREE`); float32's for another dtype."""
     return defaults.get(dtype, defaults["float32"])
 
 

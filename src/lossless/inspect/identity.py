@@ -88,8 +88,8 @@ def fingerprint(count: Callable[[str], int]) -> dict[str, int]:
 def counter(spec: str) -> Callable[[str], int]:
     """A function counting a text's tokens (no BOS, no special tokens) with the tokenizer ``spec`` names:
     a GGUF file (by llama.cpp, which made the bundled table and reads every vocabulary type, when
-    llama-cpp-python is installed), else whatever ``lossless.tokens`` loads (a tokenizer.json, a folder
-    holding one, a byte-level BPE GGUF, an embedded model's name)."""
+    llama-cpp-python is installed), else whatever ``provision.tokenizers`` loads (a tokenizer.json, a
+    folder holding one, a byte-level BPE GGUF, an embedded model's name)."""
     path = Path(spec)
     if path.suffix == ".gguf" and path.is_file():
         try:

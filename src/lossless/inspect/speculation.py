@@ -9,7 +9,7 @@ vLLM's definition). A plain server emits about one token per burst whatever the 
 
 Each arm is compared with the reference (free-t1) round by round, so a change of load cancels: the ratio
 of each round's speeds (and of its tokens per burst), the median over rounds with a bootstrap 95% CI
-(``analyze.stats.describe`` of the log-ratios). An arm
+(``analyze.distribution.describe`` of the log-ratios). An arm
     speeds up       when the median reaches ``EFFECT`` and the CI lies above ``NOISE`` (tokens per
                     burst) or above ``EFFECT`` (speed: a timing, which a busy machine moves far more)
     does not        when the CI lies below ``EFFECT``

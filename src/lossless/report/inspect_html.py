@@ -2,7 +2,7 @@
 bench report needs to link an inspected endpoint to its card: the card's anchor and its three words.
 
 Everything here reads the cards as JSON (``Card.as_dict()``, or inspect.json read back), so a bench
-report links cards without importing the inspect stage, and a card written by another version (the
+report links cards without importing inspect.run, and a card written by another version (the
 precision claim as a bare note, or with its distances) still renders.
 """
 

@@ -147,7 +147,7 @@ def fingerprint(engine: Engine) -> str:
     """OpenAI's system_fingerprint names the backend configuration that produced a response; ours says
     what changes the numbers: the version, the weights' dtype (int4q8: int4 on our kernel, activations
     in int8 as llama.cpp's, `quant.kernel`), the prompts' where it differs, whether the output layer on
-    a packed weight (`engine.packed`), compiled, and the drafter (lossless-0.1.0-float32-ngram,
+    a packed weight (`engine.weights.packed`), compiled, and the drafter (lossless-0.1.0-float32-ngram,
     lossless-0.1.0-int4-float32prompts-compiled-none, lossless-0.1.0-int4q8-packed-compiled-dspark).
     A verify or bench record carries it, so two runs show whether the same thing served them."""
     from lossless import __version__

@@ -16,7 +16,7 @@ vocabulary. Policy:
 
 - ``tool_choice`` "auto" (the default with tools): the model decides, unconstrained; text between
   the tags that parses as a call becomes a ``tool_calls`` entry, anything else stays content.
-- "required" or a named function: constrained decoding (`engine.constrain`) forces exactly one call
+- "required" or a named function: constrained decoding (`engine.model.constrain`) forces exactly one call
   to one of the tools (or the named one) whose arguments match that function's JSON schema.
 - "none": the tools are not shown to the model and nothing is parsed as a call.
 - ``response_format`` ``json_object`` / ``json_schema`` constrain the whole answer to JSON (against the

@@ -7,7 +7,7 @@ CIs; their mean with a bootstrap CI over tasks), and cost per successful task: a
 included, over successes, with a bootstrap CI that resamples tasks.
 
 Side by side, runs pair by (task, sample): the success difference with McNemar's exact test and a TOST
-interval (``verify.stats.paired_accuracy``), the ratio of mean task time over the pairs both solved and
+interval (``analyze.paired.paired_accuracy``), the ratio of mean task time over the pairs both solved and
 the ratio of cost per success, each with a paired bootstrap CI, beside the ratio of output speeds.
 """
 

@@ -1,5 +1,5 @@
 """`lossless demo`'s choice of drafter and dtype: the trained head where it fits, n-gram elsewhere, the
-dtype as every command serves the embedded model (``provision.Embedded``); and its budget flags."""
+dtype as every command serves the embedded model (``provision.embedded.Embedded``); and its budget flags."""
 
 from __future__ import annotations
 

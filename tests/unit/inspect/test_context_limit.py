@@ -1,5 +1,6 @@
 """``inspect/context.py`` at its unit seam: which answers are refusals for length, and a wire that
-times out or a clock past the budget (the real servers are in tests/integration/test_inspect_context.py)."""
+times out or a clock past the budget (the real servers are in
+tests/integration/inspect/test_inspect_context.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The worker's queue discipline, with a scripted engine (the real one is exercised over HTTP in
-tests/integration/test_server.py): FIFO, bounded, cancellation, failures, metrics from deltas."""
+tests/integration/server/test_server.py): FIFO, bounded, cancellation, failures, metrics from deltas."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Tasks and checkers (pure): every checker kind passing and failing, task files and their one-line errors,
 tools answered from a table or a named function, and the built-in sets. The sandbox is in
-tests/integration/test_sandbox.py."""
+tests/integration/tasks/test_sandbox.py."""
 
 from __future__ import annotations
 

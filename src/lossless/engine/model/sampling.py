@@ -23,7 +23,7 @@ class SamplingParams:
     logprobs: bool = False  # return the chosen token's log-probability
     top_logprobs: int = 0  # and this many alternatives
     ignore_eos: bool = False  # generate through end-of-sequence tokens, to max_tokens (benchmarks' lengths)
-    grammar: str | None = None  # an llguidance grammar (engine/constrain.py): the output must match it
+    grammar: str | None = None  # an llguidance grammar (engine/model/constrain.py): the output must match it
 
     @property
     def greedy(self) -> bool:

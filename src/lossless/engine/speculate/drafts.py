@@ -1,10 +1,11 @@
 """Model-free and draft-model drafters for `speculative.speculative_decode` (the trained head's is in
-`head`; `engine.build_drafter` makes the one a `config.DrafterSpec` names).
+`head`; `engine.build_drafter` makes the one a `spec.DrafterSpec` names).
 
 Adaptive draft lengths here are *non-anticipating*: the decision to draft position i+1 looks at
 x_1..x_i, their probabilities and past steps only, never at a token not yet drafted. A rule that
 peeks (draft x_{i+1}, keep it only if it looks good) changes which q the kept tokens were drawn
-from and biases the output; tests/unit/test_speculative_mc.py shows the chi-square test catching it.
+from and biases the output; tests/unit/engine/speculate/test_speculative_mc.py shows the chi-square
+test catching it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ E is the target's own (tied) embedding, frozen and not stored with the head: the
 hidden states the target's output layer reads. The one pass gives every s_k; drafting then walks
 k = 1..K with only the Markov term depending on the token just drafted, and stops *before* x_k when
 the running product of confidences falls below a threshold - a rule that looks at x_<k only
-(non-anticipating, as `engine.drafts` requires). Tokens outside V' get q = 0: rejection sampling
+(non-anticipating, as `speculate.drafts` requires). Tokens outside V' get q = 0: rejection sampling
 treats that exactly like any other draft distribution.
 
 This module is the network and its files; `head_drafter` drafts with it when serving, and

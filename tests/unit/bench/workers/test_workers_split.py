@@ -1,6 +1,6 @@
 """How bench's load is dealt to workers, how their clocks meet on one timeline, and when a load process
 was itself the bottleneck (pure functions; the workers themselves are tested in
-tests/integration/test_bench_workers.py)."""
+tests/integration/bench/test_bench_workers.py)."""
 
 from __future__ import annotations
 

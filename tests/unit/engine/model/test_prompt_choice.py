@@ -1,6 +1,6 @@
-"""What processes a bfloat16 model's prompts (`engine.prompts`): a float32 twin when asked or where the CPU
-has no bfloat16 instructions, else whichever measured faster at load; the line that says so, and the
-served prompt dtype, follow the choice."""
+"""What processes a bfloat16 model's prompts (`engine.model.prompt_numerics`): a float32 twin when asked
+or where the CPU has no bfloat16 instructions, else whichever measured faster at load; the line that
+says so, and the served prompt dtype, follow the choice."""
 
 from __future__ import annotations
 

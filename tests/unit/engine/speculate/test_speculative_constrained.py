@@ -1,4 +1,4 @@
-"""Speculative decoding under a grammar (constrained decoding, `engine.constrain`) samples exactly the
+"""Speculative decoding under a grammar (constrained decoding, `engine.model.constrain`) samples exactly the
 constrained target: the target's distribution with the forbidden tokens masked out, renormalised.
 
 The tiny bigram of test_speculative_mc.py, over a six-token vocabulary that is a real tokenizer

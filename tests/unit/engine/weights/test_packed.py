@@ -1,4 +1,4 @@
-"""The output layer on oneDNN's packed bfloat16 weight (`engine.packed`): the same product as
+"""The output layer on oneDNN's packed bfloat16 weight (`engine.weights.packed`): the same product as
 ``F.linear`` up to float32 rounding, used only where it applies, and one layer for every forward."""
 
 from __future__ import annotations
