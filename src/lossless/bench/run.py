@@ -34,7 +34,7 @@ from lossless.client.call import CallOptions
 from lossless.console import progress_bar
 from lossless.errors import EndpointError, UsageError
 from lossless.provision import embedded
-from lossless.provision.tokenizers import fill_n_out, listed_models, load_token_counter
+from lossless.provision.counting import fill_n_out, listed_models, load_token_counter
 from lossless.records import RequestRecord
 from lossless.rundir import write_jsonl
 from lossless.validate import MAX_CONCURRENCY

@@ -14,7 +14,7 @@ from lossless.bench.workload.synthetic import Synthetic
 from lossless.client import endpoints as ep
 from lossless.client.call import CallOptions
 from lossless.errors import ModelError, UsageError
-from lossless.provision.tokenizers import load_token_counter
+from lossless.provision.counting import load_token_counter
 from lossless.records import RequestRecord
 
 

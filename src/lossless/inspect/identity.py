@@ -88,7 +88,7 @@ def fingerprint(count: Callable[[str], int]) -> dict[str, int]:
 def counter(spec: str) -> Callable[[str], int]:
     """A function counting a text's tokens (no BOS, no special tokens) with the tokenizer ``spec`` names:
     a GGUF file (by llama.cpp, which made the bundled table and reads every vocabulary type, when
-    llama-cpp-python is installed), else whatever ``provision.tokenizers`` loads (a tokenizer.json, a
+    llama-cpp-python is installed), else whatever ``provision.counting`` loads (a tokenizer.json, a
     folder holding one, a byte-level BPE GGUF, an embedded model's name)."""
     path = Path(spec)
     if path.suffix == ".gguf" and path.is_file():
@@ -102,7 +102,7 @@ def counter(spec: str) -> Callable[[str], int]:
             except (ValueError, RuntimeError) as exc:
                 raise UsageError(f"tokenizer {spec!r}: llama.cpp cannot read it ({exc})") from None
             return lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=False))
-    from lossless.provision.tokenizers import load_token_counter
+    from lossless.provision.counting import load_token_counter
 
     return load_token_counter(spec)
 

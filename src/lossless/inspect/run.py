@@ -38,8 +38,8 @@ from lossless.inspect.options import REFERENCE_WORDS, InspectOptions, reference_
 from lossless.inspect.precision import Precision, Scores
 from lossless.inspect.speculation import Speculation
 from lossless.provision import embedded
+from lossless.provision.counting import fill_n_out
 from lossless.provision.embedded import Embedded
-from lossless.provision.tokenizers import fill_n_out
 from lossless.records import RequestRecord
 
 NOT_MEASURED = Precision("inconclusive", "not measured (--no-precision)")

@@ -18,7 +18,7 @@ from lossless.client.turn import chat_turn
 from lossless.console import progress_bar
 from lossless.errors import EndpointError
 from lossless.provision import embedded
-from lossless.provision.tokenizers import find_counter
+from lossless.provision.counting import find_counter
 from lossless.tasks.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
 from lossless.tasks.runner import STREAMED, Counter, RunnerConfig, prices_of, run_task, usage_count

@@ -27,7 +27,7 @@ from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
 from lossless.client.openai import cached_tokens
 from lossless.client.turn import Turn, chat_turn
-from lossless.provision.tokenizers import TokenCounter
+from lossless.provision.counting import TokenCounter
 from lossless.records import RequestRecord, retryable
 from lossless.tasks.checkers import CheckResult, PythonTests, ToolCalls, check
 from lossless.tasks.result import ModelCall, TaskRun

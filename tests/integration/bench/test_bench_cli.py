@@ -170,7 +170,7 @@ def test_tool_calls_stay_uncounted_and_usage_is_kept(server: ScriptedServer) -> 
     from lossless.bench.loop import BenchConfig, run_bench
     from lossless.client.call import CallOptions
     from lossless.client.endpoints import Endpoint
-    from lossless.provision.tokenizers import count_n_out
+    from lossless.provision.counting import count_n_out
 
     server.script({"steps": [[0.0, "content", 2], [0.0, "tool", 1]], "usage": "none"})
     cfg = BenchConfig((Endpoint("s", server.url, "m"),), CallOptions("chat", True, 8, 5.0, 5.0), requests=1)
@@ -198,7 +198,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.mark.slow
 def test_gguf_tokenizer_by_name_and_path(smollm2_path: Path) -> None:
-    from lossless.provision.tokenizers import load_token_counter
+    from lossless.provision.counting import load_token_counter
 
     by_path, by_name = load_token_counter(str(smollm2_path)), load_token_counter("smollm2-135m-instruct")
     text = "Hello world, this is a test of the tokenizer."

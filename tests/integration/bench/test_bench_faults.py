@@ -14,7 +14,7 @@ from scripted_server import ScriptedServer
 
 from lossless.cli import main
 from lossless.client.prometheus import parse_counters
-from lossless.provision.tokenizers import load_token_counter
+from lossless.provision.counting import load_token_counter
 
 NO_USAGE = {"steps": [[0.002, "role", 0], *[[0.002, "content", 1]] * 6], "usage": "none"}
 

@@ -13,7 +13,7 @@ import pytest
 
 from lossless.bench.workload.synthetic import exact_text, parse_lengths
 from lossless.errors import UsageError
-from lossless.provision.tokenizers import load_token_encoder
+from lossless.provision.counting import load_token_encoder
 from lossless.rundir import read_jsonl
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedServer
 
-from lossless.provision.tokenizers import load_token_encoder
+from lossless.provision.counting import load_token_encoder
 from lossless.rundir import read_jsonl
 
 # ms into the trace (the first is not 0: offsets count from it), tokens in and out, prefix blocks

@@ -67,14 +67,14 @@ class Synthetic:
 
     input: Lengths | None  # None: a trace's lengths
     output: Lengths | None  # None: the --max-tokens of the run
-    tokenizer: str  # a tokenizer.json, GGUF or embedded model's name (``tokenizers.load_token_counter``)
+    tokenizer: str  # a tokenizer.json, GGUF or embedded model's name (``counting.load_token_counter``)
     overhead: int = 0  # tokens the server adds around the content (chat template, BOS)
     force_output: bool = False  # the endpoint honours ignore_eos (probed before the run)
     trace: str | None = None  # a timestamped trace (suite trace:PATH) whose requests and lengths to replay
 
 
 def synthetic_prompts(spec: Synthetic, rng: random.Random) -> Iterator[Prompt]:
-    from lossless.provision.tokenizers import load_token_encoder
+    from lossless.provision.counting import load_token_encoder
 
     encode, decode = load_token_encoder(spec.tokenizer)
     assert spec.input is not None

@@ -92,7 +92,7 @@ def load_trace(
 
 def replay(spec: Synthetic, rng: random.Random) -> list[tuple[float, Prompt]]:
     """A run's trace (``spec.trace``): token-exact with its tokenizer, less the template's overhead."""
-    from lossless.provision.tokenizers import load_token_encoder
+    from lossless.provision.counting import load_token_encoder
 
     assert spec.trace is not None
     encoder = load_token_encoder(spec.tokenizer)

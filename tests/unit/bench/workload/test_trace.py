@@ -124,7 +124,7 @@ def test_a_tokenizer_that_merges_across_a_newline_is_mended(tmp_path: Path) -> N
 def smollm2() -> Encoder:
     pytest.importorskip("tokenizers", reason="the engine extra is not installed")
     from lossless.models import resolve
-    from lossless.provision.tokenizers import load_token_encoder
+    from lossless.provision.counting import load_token_encoder
 
     path = resolve(pull_missing=False)
     if not path.is_file():
@@ -174,7 +174,7 @@ def common_ids(a: list[int], b: list[int]) -> int:
 
 
 def test_multi_token_words_are_topped_up_exactly(tmp_path: Path, tiny_checkpoint: Path) -> None:
-    from lossless.provision.tokenizers import load_token_encoder
+    from lossless.provision.counting import load_token_encoder
 
     encoder = load_token_encoder(str(tiny_checkpoint))  # a ~300-token vocabulary: most words are 2-9
     rows = synthetic_trace(40, random.Random(5), block=64)
