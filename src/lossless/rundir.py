@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 RECORDS, SUMMARY, SUMMARY_CSV = "records.jsonl", "summary.json", "summary.csv"
 BENCH_FILES = (RECORDS, SUMMARY, SUMMARY_CSV)  # what bench --out writes
+PROBE, VERIFY, INSPECT, TASKS = "probe.json", "verify.json", "inspect.json", "tasks.json"
+REPORT, INSPECT_PAGE = "report.html", "inspect.html"
 
 _HEAD = ("name", "load", "class", "ok", "failed", "cancelled", "attempts", "output_tokens_per_s",
          "requests_per_s", "goodput_requests_per_s", "cost_per_ok_request_usd", "errors")  # fmt: skip
@@ -153,7 +155,7 @@ def read_run(run_dir: Path, rebuild: bool = True) -> SavedRun:
     A run killed before it wrote summary.json (SIGKILL, a power cut) still left its records, flushed one
     line at a time: with ``rebuild`` its summary is made again from them. Anything unreadable is a
     UsageError naming the file (and line)."""
-    found, verify = _read_json(run_dir / SUMMARY), _read_json(run_dir / "verify.json")
+    found, verify = _read_json(run_dir / SUMMARY), _read_json(run_dir / VERIFY)
     records_path = run_dir / RECORDS
     if not records_path.exists():
         if found is not None:
@@ -250,3 +252,15 @@ def read_records(path: Path) -> tuple[list[RequestRecord], list[str]]:
 def first_line(exc: BaseException) -> str:
     """An error's message, its first line, cut to fit a one-line message."""
     return str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+
+
+def saved_config(run_dir: Path) -> dict[str, Any]:
+    """summary.json's ``config`` block (the settings a bench run was made with, prices and policy among
+    them), for readers that can do without it: {} when the run left no summary.json or it holds none;
+    OSError or ValueError (or RecursionError) when the file is there and cannot be read."""
+    path = run_dir / SUMMARY
+    if not path.exists():
+        return {}
+    found = json.loads(path.read_text(encoding="utf-8"))
+    config = found.get("config") if isinstance(found, dict) else None
+    return config if isinstance(config, dict) else {}

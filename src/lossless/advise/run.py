@@ -6,7 +6,6 @@ Nothing at this module's top imports numpy.
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from collections import Counter
@@ -20,6 +19,7 @@ from lossless.advise.options import AdviseOptions
 from lossless.advise.result import AdviseResult, Estimate, Executed, GroupAdvice, Prediction
 from lossless.errors import UsageError
 from lossless.records import Failure, RequestRecord
+from lossless.rundir import RECORDS, SUMMARY, read_records, saved_config
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,16 +51,13 @@ def _price(entry: object) -> tuple[str, Price] | None:
 def _prices(run_dir: Path, notes: list[str]) -> dict[str, Price]:
     """Prices from summary.json, read leniently: they only add costs in USD, so a summary.json missing or
     unreadable (a run stopped before it wrote one) costs them, with a note, and nothing else."""
-    path = run_dir / "summary.json"
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+        config = saved_config(run_dir)
     except (OSError, ValueError, RecursionError) as exc:
+        path = run_dir / SUMMARY
         notes.append(f"{path}: not read ({type(exc).__name__}), so no prices: costs are in attempts only")
         return {}
-    config = found.get("config") if isinstance(found, dict) else None
-    entries = config.get("endpoints") if isinstance(config, dict) else None
+    entries = config.get("endpoints")
     pairs = (_price(e) for e in (entries if isinstance(entries, list) else []))
     return dict(p for p in pairs if p is not None)
 
@@ -68,9 +65,8 @@ def _prices(run_dir: Path, notes: list[str]) -> dict[str, Price]:
 def _policy(run_dir: Path) -> dict[str, Any] | None:
     """summary.json's ``config.policy``: the run was made under --hedge-after or --failover."""
     try:
-        found = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        policy = found["config"]["policy"]
-    except (OSError, ValueError, RecursionError, KeyError, TypeError):
+        policy = saved_config(run_dir).get("policy")
+    except (OSError, ValueError, RecursionError):
         return None
     return policy if isinstance(policy, dict) else None
 
@@ -79,14 +75,12 @@ def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict
     """The runs' measured attempts by (endpoint, load) in the order first sent (warm-up and attempts the
     run's end cancelled left out: neither says how the endpoint answers, nor does one a policy abandoned),
     prices and notes. Runs made under a policy are read only when no plain run is given (``run``)."""
-    from lossless.rundir import read_records
-
     groups: dict[Key, list[RequestRecord]] = {}
     prices: dict[str, Price] = {}
     notes: list[str] = []
     where: dict[Key, Path] = {}
     for d in run_dirs:
-        path = d / "records.jsonl"
+        path = d / RECORDS
         if not path.is_file():
             raise UsageError(f"{d} holds no records.jsonl (what bench --out writes): nothing to advise from")
         records, found = read_records(path)
@@ -261,12 +255,10 @@ def run(options: AdviseOptions) -> AdviseResult:
 
 def _executed(policies: Mapping[Path, dict[str, Any] | None]) -> tuple[Executed, ...]:
     """What each run made under a policy measured, request by request."""
-    from lossless.rundir import read_records
-
     out: list[Executed] = []
     for d, policy in policies.items():
         if policy is not None:
-            out += executed(read_records(d / "records.jsonl")[0], policy)
+            out += executed(read_records(d / RECORDS)[0], policy)
     return tuple(out)
 
 

@@ -36,7 +36,7 @@ from lossless.errors import EndpointError, UsageError
 from lossless.provision import embedded
 from lossless.provision.counting import fill_n_out, listed_models, load_token_counter
 from lossless.records import RequestRecord
-from lossless.rundir import write_jsonl
+from lossless.rundir import RECORDS, write_jsonl
 from lossless.validate import MAX_CONCURRENCY
 
 
@@ -100,7 +100,7 @@ def plan(options: BenchOptions) -> BenchPlan:
         endpoints=found, call=call, suite=o.suite, loads=loads,
         requests=requests, duration=o.duration, warmup=o.warmup,
         retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
-        records_path=None if o.out_dir is None else o.out_dir / "records.jsonl", synthetic=synthetic,
+        records_path=None if o.out_dir is None else o.out_dir / RECORDS, synthetic=synthetic,
         policy=policy,
     )  # fmt: skip
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}

@@ -10,6 +10,7 @@ import click
 
 from lossless.cli.common import SECONDS, SEED, friendly_errors, output_flags, outputs
 from lossless.inspect.options import InspectOptions
+from lossless.rundir import INSPECT, INSPECT_PAGE
 
 DEFAULTS = InspectOptions()
 
@@ -83,6 +84,6 @@ def inspect(
     from lossless.report import inspect as report
 
     options = InspectOptions(urls=urls, tokenizers=tokenizers, references=references, **opts)
-    outputs(options.out_dir, ("inspect.json", "inspect.html"))
+    outputs(options.out_dir, (INSPECT, INSPECT_PAGE))
     result = inspect_endpoints(options)
     report.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)

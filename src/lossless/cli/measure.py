@@ -23,10 +23,10 @@ from lossless.cli.common import (
     outputs,
 )
 from lossless.probe.options import ProbeOptions
+from lossless.rundir import BENCH_FILES, PROBE, VERIFY
 from lossless.validate import float_list, int_list
 from lossless.verify.options import VerifyOptions
 
-BENCH_FILES = ("records.jsonl", "summary.json", "summary.csv")  # what bench --out writes
 B, P, V = BenchOptions(), ProbeOptions(), VerifyOptions()
 
 
@@ -184,7 +184,7 @@ def probe(url: str | None, **opts: Any) -> None:
     from lossless.report import probe as show
 
     options = ProbeOptions(url=url, **opts)
-    outputs(options.out_dir, ("probe.json",))
+    outputs(options.out_dir, (PROBE,))
     result = run_probe(options)
     show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)
 
@@ -232,7 +232,7 @@ def verify(baseline: str | None, candidate: str | None, budget: str, **opts: Any
     from lossless.verify.run import EXIT_CODES, run as run_verify
 
     options = VerifyOptions(baseline=baseline, candidate=candidate, budget=parse_budget(budget), **opts)
-    outputs(options.out_dir, ("verify.json",), options.html)
+    outputs(options.out_dir, (VERIFY,), options.html)
     result = run_verify(options)
     console = people_console(stderr=options.as_json)
     show.emit(result, console, options.as_json, options.out_dir, options.html)

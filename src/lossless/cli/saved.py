@@ -10,7 +10,7 @@ from lossless import validate
 from lossless.atomic import atomic_path
 from lossless.cli.common import friendly_errors, json_flag, outputs
 from lossless.errors import UsageError
-from lossless.rundir import BENCH_FILES
+from lossless.rundir import BENCH_FILES, REPORT
 
 
 @click.command("report")
@@ -40,7 +40,7 @@ def report(run_dirs: tuple[Path, ...], output: Path | None, out_dir: Path | None
         _merge(list(run_dirs), output, out_dir)
         return
     run_dir = run_dirs[0]
-    target = output or run_dir / "report.html"
+    target = output or run_dir / REPORT
     validate.writable_file(target, "--output" if output else "the report")
     run, inspected = html.with_links(read_run(run_dir), run_dir, target.parent)
     path = html.write(target, html.render_saved(run, run_dir, inspected))
@@ -57,13 +57,13 @@ def _merge(run_dirs: list[Path], output: Path | None, out_dir: Path | None) -> N
 
     if out_dir is None:
         raise UsageError("several RUN_DIRs are merged into a new run: give --out DIR for it")
-    outputs(out_dir, (*BENCH_FILES, "report.html"), output)
+    outputs(out_dir, (*BENCH_FILES, REPORT), output)
     merged = merge(run_dirs)
-    with atomic_path(out_dir / "records.jsonl") as tmp:
+    with atomic_path(out_dir / rundir.RECORDS) as tmp:
         rundir.write_jsonl(tmp, merged.records)
     rundir.write(merged.summary, out_dir)
     terminal.render(merged.summary, people_console(stderr=True))  # stdout: where the report is
-    path = html.write(output or out_dir / "report.html", html.render_run(merged.summary, merged.records))
+    path = html.write(output or out_dir / REPORT, html.render_run(merged.summary, merged.records))
     click.echo(str(path))
 
 

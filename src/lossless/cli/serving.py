@@ -16,7 +16,7 @@ from lossless.draft.recipe import Recipe
 from lossless.engine.cpu import DTYPES
 from lossless.engine.speculate.spec import DEFAULT_K, DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE
 from lossless.errors import LosslessError
-from lossless.rundir import BENCH_FILES
+from lossless.rundir import BENCH_FILES, REPORT, VERIFY
 from lossless.server.options import ServeOptions
 
 S, D, Q, R = ServeOptions(), DemoOptions(), QUICK_DEMO, Recipe()
@@ -218,7 +218,7 @@ def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
     from lossless.report.demo import summary_lines
 
     options = demo_options(out_dir, quick, **opts)
-    outputs(out_dir, (*BENCH_FILES, "verify.json", "report.html"))
+    outputs(out_dir, (*BENCH_FILES, VERIFY, REPORT))
     parse_drafter_spec(options.drafter)  # before the model is pulled and loaded
     result = run_demo(options)
     click.echo("\n".join(summary_lines(result)))

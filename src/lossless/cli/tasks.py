@@ -16,6 +16,7 @@ from lossless.cli.common import (
     output_flags,
     outputs,
 )
+from lossless.rundir import TASKS
 from lossless.tasks.options import TasksOptions
 from lossless.validate import MAX_CONCURRENCY
 
@@ -101,6 +102,6 @@ def tasks(urls: tuple[str, ...], **opts: Any) -> None:
     from lossless.tasks.run import run as run_tasks
 
     options = TasksOptions(urls=urls, **opts)
-    outputs(options.out_dir, ("tasks.json",), options.html)
+    outputs(options.out_dir, (TASKS,), options.html)
     result = run_tasks(options)
     show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir, options.html)

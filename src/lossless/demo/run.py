@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lossless import models
+from lossless import models, rundir
 from lossless.client.endpoints import Endpoint
 from lossless.console import people_console
 from lossless.demo.options import DemoOptions, demo_options
@@ -57,13 +57,12 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
         summary = _bench(served.endpoints, options, console)
         verdict = _verify(served.endpoints, options, console)
     _step(console, 5, "the report")
-    report = html.write(options.out_dir / "report.html", html.build(options.out_dir))
+    report = html.write(options.out_dir / rundir.REPORT, html.build(options.out_dir))
     seconds = time.monotonic() - started
     return _result(summary, served.model, options.drafter, verdict, report.resolve(), seconds)
 
 
 def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
-    from lossless import rundir
     from lossless.bench.options import BenchOptions
     from lossless.bench.run import measure, plan
     from lossless.report import terminal
@@ -91,7 +90,6 @@ def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
 
 
 def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
-    from lossless import rundir
     from lossless.report import verify as show
     from lossless.verify.result import VerifyConfig
     from lossless.verify.run import verify
@@ -103,7 +101,7 @@ def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
     config = VerifyConfig(b, seed=options.seed, concurrency=1)
     with console.status("verifying (sampling both servers, then testing)", spinner="dots"):
         result = asyncio.run(verify(pair[0], pair[1], config))
-    rundir.emit_json(result, False, options.out_dir, "verify.json")
+    rundir.emit_json(result, False, options.out_dir, rundir.VERIFY)
     show.render(result, console)
     return result.verdict
 

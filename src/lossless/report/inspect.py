@@ -13,7 +13,7 @@ from lossless.atomic import write_atomic
 from lossless.client.endpoints import public_url
 from lossless.inspect.run import Card, InspectResult
 from lossless.report import inspect_html
-from lossless.rundir import emit_json
+from lossless.rundir import INSPECT, emit_json
 
 STYLE = {"evident": "green", "not evident": "red", "inconclusive": "yellow"}
 
@@ -23,7 +23,7 @@ def emit(result: InspectResult, console: Console, as_json: bool, out_dir: Path |
     under --out."""
     for c in result.cards:
         render(c, console)
-    emit_json(result, as_json, out_dir, "inspect.json")
+    emit_json(result, as_json, out_dir, INSPECT)
     if out_dir is not None:  # beside inspect.json: a bench report in the folder links its cards
         write_atomic(out_dir / "inspect.html", inspect_html.render(result.as_dict()))
 

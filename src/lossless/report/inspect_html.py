@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless.report.page import page, section
+from lossless.rundir import INSPECT
 
 # the card's keys for the three claims, as the page names them
 CLAIMS = {"speculative_decoding": "speculative decoding", "precision": "precision / variant",
@@ -238,7 +239,7 @@ def links(
     ``folders`` holds a card of - same base URL and model, or both the embedded model, served on a
     port of its own each time - and notes for a person (an unreadable inspect.json)."""
     for folder in dict.fromkeys(folders):
-        path = folder / "inspect.json"
+        path = folder / INSPECT
         if not path.is_file():
             continue
         try:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from lossless.client.endpoints import public_url
 from lossless.probe.run import ProbeResult
-from lossless.rundir import emit_json
+from lossless.rundir import PROBE, emit_json
 
 VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "unsupported": "dim"}
 
@@ -17,7 +17,7 @@ VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "u
 def emit(result: ProbeResult, console: Console, as_json: bool, out_dir: Path | None) -> None:
     """The table for people (stderr under --json), the JSON on stdout, probe.json under --out."""
     render(result, console)
-    emit_json(result, as_json, out_dir, "probe.json")
+    emit_json(result, as_json, out_dir, PROBE)
 
 
 def render(result: ProbeResult, console: Console) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 from lossless.atomic import write_atomic
 from lossless.report import svg
 from lossless.report.page import page, section, table
-from lossless.rundir import emit_json
+from lossless.rundir import TASKS, emit_json
 from lossless.tasks.result import EndpointTasks, Interval, TasksComparison, TasksResult
 
 COLUMNS = ("endpoint", "success", "pass@k", "time/success p50 | p95", "cost/success",
@@ -27,7 +27,7 @@ def emit(
     """The tables for people (stderr under --json), the JSON on stdout, tasks.json under --out, the page
     under --html."""
     render(result, console)
-    emit_json(result, as_json, out_dir, "tasks.json")
+    emit_json(result, as_json, out_dir, TASKS)
     if html is not None:
         write_atomic(html, render_html(result))
 

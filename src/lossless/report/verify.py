@@ -13,7 +13,7 @@ from lossless.atomic import write_atomic
 from lossless.client.endpoints import public_url
 from lossless.report import svg
 from lossless.report.page import page, section, table
-from lossless.rundir import emit_json
+from lossless.rundir import VERIFY, emit_json
 from lossless.verify.result import VerifyResult
 from lossless.verify.two_sample import EFFECTS
 
@@ -27,7 +27,7 @@ def emit(
 ) -> None:
     """The table for people (stderr under --json), the JSON on stdout, verify.json, the HTML page."""
     render(result, console)
-    emit_json(result, as_json, out_dir, "verify.json")
+    emit_json(result, as_json, out_dir, VERIFY)
     if html is not None:
         write_atomic(html, render_html(result.as_dict()))
 
