@@ -150,6 +150,7 @@ async def _answer(writer: asyncio.StreamWriter, body: dict, path: str) -> None:
     STATE["n"] += 1
     entry: dict[str, Any] = {"id": f"req-{STATE['n']}", "received_ns": time.perf_counter_ns(), "events": []}
     entry["messages"], entry["max_tokens"] = body.get("messages"), body.get("max_tokens")
+    entry["prompt"] = body.get("prompt")
     STATE["log"].append(entry)
     if script.get("head_delay"):
         await asyncio.sleep(script["head_delay"])
@@ -410,12 +411,21 @@ class ScriptedServer:
     def log(self) -> list[dict]:
         return list(self.http.get("/_log").json())
 
+    def sent(self) -> list[dict]:
+        """The log less the one-token "Hi" a command sends before its run (``client.preflight``)."""
+        return [e for e in self.log() if not _preflight(e)]
+
     def __exit__(self, *exc: object) -> None:
         self.http.close()
         self.proc.terminate()
         self.proc.wait(10)
         assert self.proc.stdout is not None
         self.proc.stdout.close()
+
+
+def _preflight(entry: dict) -> bool:
+    said = entry.get("prompt") or ((entry.get("messages") or [{}])[-1] or {}).get("content")
+    return entry.get("max_tokens") == 1 and said == "Hi"
 
 
 if __name__ == "__main__":

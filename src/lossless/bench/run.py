@@ -33,7 +33,7 @@ from lossless.client import endpoints as ep
 from lossless.client.call import CallOptions
 from lossless.console import progress_bar
 from lossless.errors import EndpointError, UsageError
-from lossless.provision import embedded
+from lossless.provision import embedded, given
 from lossless.provision.counting import fill_n_out, listed_models, load_token_counter
 from lossless.records import RequestRecord
 from lossless.rundir import RECORDS, write_jsonl
@@ -63,8 +63,12 @@ class BenchPlan:
 
 
 def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
-    """Measure, then summarize. Without URLs, against the embedded server started for the occasion."""
+    """Measure, then summarize. Without URLs, against the embedded server started for the occasion; with
+    them, after one request to each that a wrong URL, model or key fails in one line."""
     bench_plan = plan(options)
+    if bench_plan.run.endpoints:
+        every = bench_plan.run.policy.with_backup(bench_plan.run.endpoints)
+        given.checked(every, options.api, options.stream, options.timeout_total)
     with embedded.endpoints(bench_plan.run.endpoints, options.embedded) as found:
         return measure(replace(bench_plan, run=replace(bench_plan.run, endpoints=found)))
 
@@ -121,7 +125,7 @@ def _endpoints(o: BenchOptions) -> tuple[tuple[ep.Endpoint, ...], Policy]:
         found = ep.load_toml(o.endpoints_file)
     else:
         found = (
-            ep.from_urls((*o.urls, *([o.failover] if o.failover else [])), o.model, o.api_key_env)
+            given.from_urls((*o.urls, *([o.failover] if o.failover else [])), o.model, o.api_key_env)
             if o.urls
             else ()
         )
@@ -169,9 +173,9 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
             result, capacity = _search(bench_plan, on_record)
         else:
             result = _execute(bench_plan, config, on_record)
-    given = None if count is None or not bench_plan.tokenizer else (bench_plan.tokenizer, count)
+    declared = None if count is None or not bench_plan.tokenizer else (bench_plan.tokenizer, count)
     records = fill_n_out(
-        result.records, config.endpoints, given, lambda e: listed_models(e, config.connect_timeout)
+        result.records, config.endpoints, declared, lambda e: listed_models(e, config.connect_timeout)
     )
     if config.records_path is not None and records != result.records:
         with atomic_path(config.records_path) as tmp:

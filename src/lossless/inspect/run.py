@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lossless.analyze.server_side import served_by, spec_stats
-from lossless.client import endpoints as ep
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Session
 from lossless.client.prometheus import COUNTERS
@@ -37,7 +36,7 @@ from lossless.inspect.identity import Identity
 from lossless.inspect.options import REFERENCE_WORDS, InspectOptions, reference_parts
 from lossless.inspect.precision import Precision, Scores
 from lossless.inspect.speculation import Speculation
-from lossless.provision import embedded
+from lossless.provision import embedded, given
 from lossless.provision.counting import fill_n_out
 from lossless.provision.embedded import Embedded
 from lossless.records import RequestRecord
@@ -93,18 +92,17 @@ class InspectResult:
 
 def run(options: InspectOptions) -> InspectResult:
     """Inspect each URL, or the embedded server started for the occasion; a missing key or an unreadable
-    tokenizer fails first, before any request."""
-    given = ep.from_urls(options.urls, options.model, options.api_key_env) if options.urls else ()
-    for endpoint in given:
-        api_key(endpoint)
+    tokenizer fails first, then a URL, model or key that one request shows wrong."""
+    named_urls = given.from_urls(options.urls, options.model, options.api_key_env) if options.urls else ()
     named = _references(options)
     refs = identity.references(options.tokenizers)
     plan = Plan(options.max_tokens, options.min_rounds, options.max_rounds, options.budget_s)
     scored: dict[str, Scores] = {}  # references scored so far: once per run, shared by every card
+    given.checked([*(e for _, e in named if isinstance(e, Endpoint)), *named_urls], "completions")
     if options.precision:  # named ones first: an unreachable one fails before any card
         _score_references(named, scored, options)
     cards = []
-    with embedded.endpoints(given, options.embedded) as found:
+    with embedded.endpoints(named_urls, options.embedded) as found:
         for e in found:
             one = card(e, plan, refs, options.seed, options.measure_context)
             if options.precision:
@@ -123,7 +121,7 @@ def _references(options: InspectOptions) -> tuple[tuple[str, str | Endpoint], ..
         if target in REFERENCE_WORDS:
             out.append((name or target, target))
             continue
-        (endpoint,) = ep.from_urls([target], options.model, options.api_key_env)
+        (endpoint,) = given.from_urls([target], options.model, options.api_key_env)
         api_key(endpoint)
         out.append((name or endpoint.name, replace(endpoint, name=name or endpoint.name)))
     names = [n for n, _ in out]

@@ -7,13 +7,12 @@ import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lossless.client import endpoints as ep
 from lossless.client.endpoints import Endpoint, public_url
 from lossless.client.wire import Wire
 from lossless.probe import tool_checks
 from lossless.probe.checks import CHECKS, Check, Settings
 from lossless.probe.options import ProbeOptions
-from lossless.provision import embedded
+from lossless.provision import embedded, given
 
 
 @dataclass(frozen=True)
@@ -39,10 +38,10 @@ async def probe(endpoint: Endpoint, settings: Settings) -> ProbeResult:
 
 
 def run(options: ProbeOptions) -> ProbeResult:
-    """Probe the URL, or the embedded server started for the occasion; a missing key fails first."""
-    given = ep.from_urls((options.url,), options.model, options.api_key_env) if options.url else ()
-    for endpoint in given:
-        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+    """Probe the URL, or the embedded server started for the occasion; a missing key fails first, then a
+    URL, model or key that one request shows wrong: an error status is never read as a verdict."""
+    named = given.from_urls((options.url,), options.model, options.api_key_env) if options.url else ()
+    given.checked(named)
     settings = Settings(repeats=options.repeats, max_tokens=options.max_tokens)
-    with embedded.endpoints(given, options.embedded) as found:
+    with embedded.endpoints(named, options.embedded) as found:
         return asyncio.run(probe(found[0], settings))

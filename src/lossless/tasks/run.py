@@ -12,16 +12,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from lossless.client import endpoints as ep
-from lossless.client.endpoints import Endpoint, public_url
+from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
-from lossless.client.turn import chat_turn
+from lossless.client.preflight import check
 from lossless.console import progress_bar
-from lossless.errors import EndpointError
-from lossless.provision import embedded
+from lossless.provision import embedded, given
 from lossless.provision.counting import find_counter
 from lossless.tasks.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
-from lossless.tasks.runner import STREAMED, Counter, RunnerConfig, prices_of, run_task, usage_count
+from lossless.tasks.runner import Counter, RunnerConfig, prices_of, run_task
 from lossless.tasks.sets import load_set
 from lossless.tasks.tally import compare, summarize
 from lossless.tasks.task import Task
@@ -59,24 +58,12 @@ async def run_endpoint(
 
 
 async def preflight(endpoint: Endpoint, stream: bool = True) -> bool:
-    """One one-token chat request before any task, sent as the tasks' are (streamed or not): an endpoint
-    that refuses it (a wrong model name, a bad key, a path that is not a chat API) stops the run in one
-    line, instead of every task ending in the same error. A 429 or 5xx is left to the tasks' retries.
-    Returns whether an answer came without usage (llama.cpp streams none): then its tokenizer is wanted."""
-    session = Session(endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), 10.0)
-    body = {"model": endpoint.model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
-    if stream:
-        body |= STREAMED
-    try:
-        turn = await chat_turn(session, body | dict(endpoint.body), 60.0)
-    finally:
-        await session.aclose()
-    status = turn.status or 0
-    if 400 <= status < 500 and status != 429:
-        where = f"{endpoint.name!r} ({public_url(endpoint.base_url)})"
-        why = f"HTTP {status} {turn.error or ''}".strip()
-        raise EndpointError(f"endpoint {where} refused a one-token chat request: {why}")
-    return turn.ok and usage_count(turn.usage, "completion_tokens") is None
+    """One one-token chat request before any task, sent as the tasks' are (streamed or not), so that a
+    wrong URL, model or key stops the run in one line instead of every task ending in the same error
+    (``client.preflight``; a 429 or 5xx is left to the tasks' retries). Returns whether an answer came
+    without usage (llama.cpp streams none): then its tokenizer is wanted."""
+    answered = await check(endpoint, "chat", stream)
+    return answered.ok and not answered.usage
 
 
 async def run_all(
@@ -124,13 +111,13 @@ def runner_config(options: TasksOptions) -> RunnerConfig:
     )  # fmt: skip
 
 
-def given(options: TasksOptions) -> tuple[Endpoint, ...]:
+def named(options: TasksOptions) -> tuple[Endpoint, ...]:
     """The endpoints named (URLs or an endpoints file), keys checked; () for the embedded model."""
     o = options
     if o.endpoints_file is not None:
         found = ep.load_toml(o.endpoints_file)
     elif o.urls:
-        found = ep.from_urls(o.urls, o.model, o.api_key_env)
+        found = given.from_urls(o.urls, o.model, o.api_key_env)
     else:
         return ()
     for endpoint in found:
@@ -144,8 +131,7 @@ def run(options: TasksOptions) -> TasksResult:
     tasks = load_set(options.task_set)
     if options.limit is not None:
         tasks = tasks[: options.limit]
-    named = given(options)
-    with embedded.endpoints(named, options.embedded, speculative=True) as found:
+    with embedded.endpoints(named(options), options.embedded, speculative=True) as found:
         return asyncio.run(run_all(tuple(priced(e, options) for e in found), tasks, options))
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from lossless.client import endpoints as ep
 from lossless.client.endpoints import Endpoint
-from lossless.provision import embedded
+from lossless.provision import embedded, given
 from lossless.tasks.sets import load_set
 from lossless.verify.evidence import gather
 from lossless.verify.judge import judge
@@ -26,16 +26,16 @@ async def verify(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
 def run(options: VerifyOptions) -> VerifyResult:
     """Verify the two endpoints given; with none, the embedded engine's speculative decoding (the default
     drafter) against its plain decoding, two servers over one copy of the weights."""
-    given = pair(options)
     config = VerifyConfig(
         options.budget, options.api, options.seed, timeout=options.timeout,
         # loaded before any server starts or request is sent: a wrong name fails at once
         task_set=load_set(options.task_set)[: options.tasks_limit] if options.task_set else None,
     )  # fmt: skip
-    if not given:
+    named = pair(options)
+    if not named:
         # one engine behind two servers: its requests take turns, so neither server slows the other
         config = replace(config, concurrency=1)
-    with embedded.endpoints(given, options.embedded, speculative=True) as (baseline, candidate):
+    with embedded.endpoints(named, options.embedded, speculative=True) as (baseline, candidate):
         return asyncio.run(verify(baseline, candidate, config))
 
 
@@ -47,11 +47,10 @@ def pair(options: VerifyOptions) -> tuple[Endpoint, ...]:
     elif o.baseline is None or o.candidate is None:
         return ()
     else:
-        base = ep.from_urls((o.baseline,), o.model, o.api_key_env)[0]
-        cand = ep.from_urls(
+        base = given.from_urls((o.baseline,), o.model, o.api_key_env)[0]
+        cand = given.from_urls(
             (o.candidate,), o.candidate_model or o.model, o.candidate_api_key_env or o.api_key_env
         )[0]
         found = (replace(base, name="baseline"), replace(cand, name="candidate"))
-    for endpoint in found:
-        ep.api_key(endpoint)  # fail now, naming the variable, if a key is missing
+    given.checked(found, o.api, timeout=o.timeout)  # a wrong URL, model or key: one line, before any run
     return found

@@ -42,7 +42,7 @@ def test_replay_keeps_the_trace_times_lengths_and_prefixes(tmp_path: Path, smoll
         out = tmp_path / "run"
         done = _bench(server.url, "--model", "m", "--suite", f"trace:{_trace(tmp_path)}", "--replay-speed",
                       "1,2", "--tokenizer", str(smollm2_path), "--out", str(out))  # fmt: skip
-        log = server.log()
+        log = server.sent()
     assert done.returncode == 0, done.stderr
     records = list(read_jsonl(out / "records.jsonl"))
     assert [r.load for r in records] == ["replay=1x"] * 5 + ["replay=2x"] * 5  # the whole trace, each speed

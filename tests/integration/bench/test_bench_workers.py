@@ -137,7 +137,7 @@ def _spawned_workers(parent: int) -> list[int]:
 
 def _wait_for_requests(server: ScriptedServer, n: int, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
-    while len(server.log()) < n:
+    while len(server.sent()) < n:
         assert time.monotonic() < deadline, "the workers did not send their requests"
         time.sleep(0.1)
 

@@ -62,7 +62,7 @@ def test_interrupted_runs_keep_every_request_and_a_summary(
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr
     records = records_of(tmp_path)
-    sent = len(server.log())
+    sent = len(server.sent())
     if len(signals) == 1:  # each request the server saw: finished, or cancelled, never lost
         assert len(records) == sent
     else:  # the second Ctrl-C may cut the cancelled ones' records short; never a finished one's
