@@ -148,7 +148,8 @@ def main() -> None:
 
 def family(a: Any, pairs: list[tuple[str, Any, str, str]], **extra: Any) -> dict[str, Any]:
     """One server's row: bench and probe against ``a``, verify against each (name, server, API, budget).
-    Chat A/A on llama.cpp runs at seed 1: seed 0's A/A calibration fails by chance (README)."""
+    Chat A/A on llama.cpp runs at seed 1: seed 0's A/A calibration fails by chance
+    (docs/results/2026-12-01-verify-third-party.md)."""
     verify = [
         {"pair": name, **verify_row(a, c, api, budget, seed=1 if (name, api) == ("same GGUF", "chat") else 0)}
         for name, c, api, budget in pairs

@@ -21,7 +21,8 @@ Three runs of ``lossless tasks``, greedy, each a pair (baseline first):
               default 1.1 changes even a greedy answer).
 Greedy, at most 160 output tokens per model call unless said. Each run's table goes to DIR/<run>.txt, its
 result to DIR/<run>/tasks.json and its page to DIR/<run>.html; a summary is printed.
-llama.cpp runs with one thread (with two on two shared cores its threads spin-wait: README, inspect).
+llama.cpp runs with one thread (with two on two shared cores its threads spin-wait:
+docs/results/2026-12-02-inspect.md).
 """
 
 from __future__ import annotations

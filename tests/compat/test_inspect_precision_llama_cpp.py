@@ -33,7 +33,7 @@ def test_a_q2_k_copy_is_placed_at_q2_k(
         }
     first, second = asyncio.run(precision.score(Endpoint("cand", llama_q2k.url, "smol"), 2, TEXTS))
     got = precision.judge(first, second, scored)
-    print(f"\nllama.cpp Q2_K: {got.as_dict()}")  # the README's figures
+    print(f"\nllama.cpp Q2_K: {got.as_dict()}")  # docs/results/2026-12-02-inspect.md's figures
     assert got.method == "per-position" and got.texts == len(TEXTS)
     assert got.verdict == "evident" and got.nearest == "Q2_K", got.note
     assert got.bit_identical is True

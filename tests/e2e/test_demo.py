@@ -45,7 +45,8 @@ def test_quick_demo_summarises_and_writes_the_report(tmp_path: Path) -> None:
     assert {p.name for p in out.iterdir()} >= {"records.jsonl", "summary.json", "verify.json", "report.html"}
     # Greedy speculative decoding (the DSpark head) gives the plain text, but for a near-tie a forward over
     # several tokens may round apart from one over one token: in float32 one prompt may part; bfloat16
-    # (auto, on a CPU with its instructions) rounds apart more often (5 of 6 in the README), so half may.
+    # (auto, on a CPU with its instructions) rounds apart more often (5 of 6 in
+    # docs/results/2026-11-30-demo.md), so half may.
     greedy = json.loads((out / "verify.json").read_text())["greedy"]
     prompts = QUICK_BUDGET.prompts
     parted = round((1 - greedy["candidate_match"]) * prompts)

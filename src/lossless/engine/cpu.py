@@ -47,7 +47,7 @@ DTYPES = ("auto", "int4", "bfloat16", "float32")
 #   1 thread  (load ~1.7): one token 58.8 vs 69.4 (1.2x faster); 8 tokens 292 vs 147 (2.0x slower);
 #                          a 128-token prefill 3032 vs 482 (6.3x slower)
 # so there float32 is the faster choice for anything but long plain answers to short prompts, and the
-# only one in which drafts can pay. The README's bfloat16 figures (2.3x float32's plain decoding, a
+# only one in which drafts can pay. The earlier bfloat16 figures (2.3x float32's plain decoding, a
 # forward over 2-8 tokens costing what one over a single token does) came from a CPU that computes it.
 # Either dtype is exact in the engine's sense: speculative decoding verifies against the target's own
 # distribution in that dtype.

@@ -27,7 +27,7 @@ class InspectOptions:
     tokenizers: tuple[str, ...] = ()  # identity references beyond the bundled ones: tokenizer.json, GGUF
     max_tokens: int = 48  # per speculation request: enough for bursts, short enough to stay in a passage
     min_rounds: int = 4  # rounds of the four speculation arms before the verdict may settle
-    max_rounds: int = 8  # 8 settled every local configuration measured (README, inspect)
+    max_rounds: int = 8  # 8 settled every local configuration measured (docs/results/2026-12-02-inspect.md)
     budget_s: float = 120.0  # seconds: no round of speculation requests starts after this, per endpoint
     seed: int = 0  # bootstrap
     as_json: bool = False

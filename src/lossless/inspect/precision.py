@@ -27,12 +27,12 @@ The word (``judge``); band = max(FLOOR_FACTOR x the A/A floor, BAND):
                   nearest's CI)
     not evident   no reference within the band: the candidate differs from every named reference
                   (the nearest is still reported)
-Measured on SmolLM2-135M (README, inspect; nats/token over the 8 texts, ~450 tokens): every server's
-repeats bit-identical (floor 0); the same weights on two servers of ours 0; float32 against bfloat16
-0.038 (CI 0.029-0.045); llama.cpp's Q4_1 against our float32 dequantization of that file 0.047, against
-bfloat16 0.056; a Q2_K copy against all of those 0.57-0.61. BAND, the band under a deterministic
-candidate, is a quarter of the smallest gap between variants (float32 / bfloat16): the same numerics
-land within it, another dtype or kernel does not. So a bfloat16 server on other hardware (other
+Measured on SmolLM2-135M (docs/results/2026-12-02-inspect.md; nats/token over the 8 texts, ~450 tokens):
+every server's repeats bit-identical (floor 0); the same weights on two servers of ours 0; float32
+against bfloat16 0.038 (CI 0.029-0.045); llama.cpp's Q4_1 against our float32 dequantization of that file
+0.047, against bfloat16 0.056; a Q2_K copy against all of those 0.57-0.61. BAND, the band under a
+deterministic candidate, is a quarter of the smallest gap between variants (float32 / bfloat16): the same
+numerics land within it, another dtype or kernel does not. So a bfloat16 server on other hardware (other
 rounding) may be `not evident` against our bfloat16: its numerics differ, and the card says how far.
 """
 

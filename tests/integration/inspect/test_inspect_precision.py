@@ -63,7 +63,7 @@ def test_each_candidate_is_placed_at_its_own_precision(
 ) -> None:
     first, second = asyncio.run(precision.score(servers[f"candidate {dtype}"], 2, TEXTS))
     got = precision.judge(first, second, references)
-    print(f"\n{dtype}: {got.as_dict()}")  # the README's figures
+    print(f"\n{dtype}: {got.as_dict()}")  # docs/results/2026-12-02-inspect.md's figures
     assert got.verdict == "evident" and got.nearest == dtype, got.note
     assert got.method == "echo" and got.bit_identical is True and got.floor == 0.0
     assert got.texts == len(TEXTS) and got.tokens > 100

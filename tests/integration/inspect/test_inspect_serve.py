@@ -3,7 +3,8 @@ and `--speculative dspark` - on the real embedded model: speculation called righ
 never `evident` on the plain server, the drafter kind right, each card within 3 minutes on 2 cores.
 
 The model is loaded once for the module (float32, the engine's dtype on a CPU without bfloat16
-instructions, which the README's figures come from); each configuration is served once, on that engine.
+instructions, which docs/results/2026-12-02-inspect.md's figures come from); each configuration is
+served once, on that engine.
 """
 
 from __future__ import annotations

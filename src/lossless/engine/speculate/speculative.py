@@ -8,9 +8,9 @@ One step, with p_i the target's and q_i the drafter's distribution after the *sa
     accept x_i while u_i * q_i(x_i) < p_i(x_i); at the first rejection emit a sample of
     norm(max(0, p_i - q_i)) (p_i when that has no mass) and stop; all accepted -> a bonus from p_{k+1}
 
-Every emitted token is then distributed exactly as plain sampling from the warped target would
-give it (Leviathan et al. 2023, Chen et al. 2023); tests/unit/test_speculative_*.py prove it three
-ways. The KV cache "rolls back" for free: `Transformer` attends by position, so the next forward
+Every emitted token is then distributed exactly as plain sampling from the warped target would give it
+(Leviathan et al. 2023, Chen et al. 2023); tests/unit/engine/speculate/test_speculative_*.py prove it
+three ways. The KV cache "rolls back" for free: `Transformer` attends by position, so the next forward
 simply starts at the accepted prefix's length and overwrites what the rejected tokens left behind.
 
 A drafter may instead offer a tree of candidates (`Draft` with parents): one forward verifies all of
