@@ -20,7 +20,7 @@ import io
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -35,6 +35,8 @@ RECORDS, SUMMARY, SUMMARY_CSV = "records.jsonl", "summary.json", "summary.csv"
 BENCH_FILES = (RECORDS, SUMMARY, SUMMARY_CSV)  # what bench --out writes
 PROBE, VERIFY, INSPECT, TASKS = "probe.json", "verify.json", "inspect.json", "tasks.json"
 REPORT, INSPECT_PAGE = "report.html", "inspect.html"
+# every file a command's --out writes: a folder holding any of them holds a run
+RUN_FILES = (RECORDS, SUMMARY, SUMMARY_CSV, PROBE, VERIFY, INSPECT, INSPECT_PAGE, TASKS, REPORT)
 
 _HEAD = ("name", "load", "class", "ok", "failed", "cancelled", "attempts", "output_tokens_per_s",
          "requests_per_s", "goodput_requests_per_s", "cost_per_ok_request_usd", "errors")  # fmt: skip
@@ -99,9 +101,12 @@ def _row(name: str, load: str, cls: str, g: GroupStats, columns: list[tuple[str,
     return row
 
 
-def write(summary: Summary, out_dir: Path) -> None:
-    write_atomic(out_dir / SUMMARY, to_json(summary) + "\n")
-    write_atomic(out_dir / SUMMARY_CSV, to_csv(summary))
+def write(summary: Summary, out_dir: Path) -> list[Path]:
+    """summary.json and summary.csv, each whole; their paths."""
+    return [
+        write_atomic(out_dir / SUMMARY, to_json(summary) + "\n"),
+        write_atomic(out_dir / SUMMARY_CSV, to_csv(summary)),
+    ]
 
 
 # --- records.jsonl ------------------------------------------------------------------------------------
@@ -147,25 +152,28 @@ class SavedRun:
     records: list[RequestRecord]  # records.jsonl
     verify: dict[str, Any] | None  # verify.json
     notes: tuple[str, ...] = ()  # what a person should know about how these were read
+    others: dict[str, dict[str, Any]] = field(default_factory=dict)  # probe.json, tasks.json, inspect.json
 
 
 def read_run(run_dir: Path, rebuild: bool = True) -> SavedRun:
-    """What ``bench --out`` (summary.json, records.jsonl) and ``verify --out`` (verify.json) left in DIR.
+    """What a command's --out left in DIR: bench's summary.json and records.jsonl, verify.json, and
+    probe.json, tasks.json and inspect.json (read as they were written, plain dicts).
 
     A run killed before it wrote summary.json (SIGKILL, a power cut) still left its records, flushed one
     line at a time: with ``rebuild`` its summary is made again from them. Anything unreadable is a
     UsageError naming the file (and line)."""
     found, verify = _read_json(run_dir / SUMMARY), _read_json(run_dir / VERIFY)
+    others = {n: doc for n in (PROBE, TASKS, INSPECT) if (doc := _read_json(run_dir / n)) is not None}
     records_path = run_dir / RECORDS
     if not records_path.exists():
         if found is not None:
             raise UsageError(f"{run_dir} has summary.json but no records.jsonl to plot")
-        if verify is None:
+        if verify is None and not others:
             raise UsageError(
-                f"{run_dir} holds neither summary.json and records.jsonl (bench --out) nor verify.json "
-                "(verify --out)"
+                f"{run_dir} holds no run: neither records.jsonl and summary.json (bench --out) nor "
+                f"{', '.join((VERIFY, PROBE, TASKS, INSPECT))}"
             )
-        return SavedRun(None, [], verify)
+        return SavedRun(None, [], verify, others=others)
     records, notes = read_records(records_path)
     summary = None if found is None else _summary(found, run_dir / SUMMARY)
     if summary is None and rebuild and not records and verify is None:
@@ -177,7 +185,7 @@ def read_run(run_dir: Path, rebuild: bool = True) -> SavedRun:
             f"rebuilt from the {len(records)} records in records.jsonl, without prices (no costs), "
             "configuration or environment"
         )
-    return SavedRun(summary, records, verify, tuple(notes))
+    return SavedRun(summary, records, verify, tuple(notes), others)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -66,17 +66,15 @@ def test_a_password_in_the_url_is_written_nowhere(
     a, _ = servers
     a.script({"steps": [[0.0, "content", 1]]})
     url = a.url.replace("http://", f"http://user:{PASSWORD}@")
-    out = tmp_path / "run"
+    out, probed = tmp_path / "run", tmp_path / "probe"
     bench = CliRunner().invoke(
         main, ["bench", url, "--model", "m", "--requests", "2", "--out", str(out), "--json"]
     )
     assert bench.exit_code == 0, bench.output
     probe = CliRunner().invoke(
-        main, ["probe", url, "--model", "m", "--repeats", "2", "--out", str(out), "--json"]
+        main, ["probe", url, "--model", "m", "--repeats", "2", "--out", str(probed), "--json"]
     )
     assert probe.exit_code == 0, probe.output
-    everything = every_output(bench, out) + every_output(probe, out)
-    assert "summary.json" in {p.name for p in out.iterdir()} and "probe.json" in {
-        p.name for p in out.iterdir()
-    }
+    everything = every_output(bench, out) + every_output(probe, probed)
+    assert (out / "summary.json").is_file() and (probed / "probe.json").is_file()
     assert PASSWORD not in everything and PASSWORD[:8] not in everything

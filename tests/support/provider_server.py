@@ -61,6 +61,9 @@ class Habits:
     n: str = "reject"  # reject | honour
     answer_words: int = 40  # words in an answer that runs to its end
     reasoning_words: int = 30
+    models: tuple[str, ...] | None = None  # served and listed at /v1/models; another is a 404 (None: any)
+    key: str | None = None  # the API key it wants (Bearer); another, or none, is a 401
+    fail: int | None = None  # an HTTP status every chat request answers with (after the checks above)
 
 
 def _error(message: str, param: str | None) -> JSONResponse:
@@ -127,11 +130,38 @@ def _logprobs(content: str, top: int) -> dict[str, Any]:
     return {"content": [{**entry(w), "top_logprobs": [entry(w)] * top} for w in content.split()]}
 
 
+def _refused(request: Request, body: dict[str, Any] | None, habits: Habits) -> JSONResponse | None:
+    """OpenAI's answers to a wrong key (401) and to a model it does not serve (404), in its words."""
+    if habits.key is not None and request.headers.get("authorization") != f"Bearer {habits.key}":
+        given = request.headers.get("authorization", "")[7:]
+        error = {"message": f"Incorrect API key provided: {given[:3]}****{given[-4:]}.",
+                 "type": "invalid_request_error", "code": "invalid_api_key"}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=401)
+    model = (body or {}).get("model")
+    if body is not None and habits.models is not None and model not in habits.models:
+        error = {"message": f"The model `{model}` does not exist or you do not have access to it.",
+                 "type": "invalid_request_error", "code": "model_not_found"}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=404)
+    return None
+
+
 def create_app(habits: Habits) -> Starlette:
+    async def models(request: Request) -> Response:
+        if (refused := _refused(request, None, habits)) is not None:
+            return refused
+        rows = [{"id": m, "object": "model", "owned_by": "provider"} for m in habits.models or ()]
+        return JSONResponse({"object": "list", "data": rows})
+
     async def chat(request: Request) -> Response:
         body = json.loads(await request.body())
+        if (refused := _refused(request, body, habits)) is not None:
+            return refused
         if (bad := _invalid(body, habits)) is not None:
             return bad
+        if habits.fail is not None:
+            said = "The server had an error while processing your request."
+            error = {"message": said, "type": "server_error"}
+            return JSONResponse({"error": error}, status_code=habits.fail)
         n = body.get("n", 1)
         answers = [_answer(body, habits, i) for i in range(n)]
         if body.get("stream"):
@@ -152,7 +182,8 @@ def create_app(habits: Habits) -> Starlette:
             }
         )
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models)]
+    return Starlette(routes=routes)
 
 
 def _stream(body: dict[str, Any], answer: tuple[str, str, str]) -> Iterator[bytes]:

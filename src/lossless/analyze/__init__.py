@@ -6,6 +6,7 @@ distribution.py  ``describe()``: values -> ``Distribution`` (percentiles, bootst
 server_side.py   ``server_times()``, ``spec_stats()``: the server's own word (headers, draft counters, who)
 clients.py       ``saturation_warnings()``: was the load generator itself the bottleneck?
 ratios.py        ``compare_runs()``, ``drift()``: endpoint against endpoint, run against run: ratios with CIs
+failed.py        ``total_failures()``: endpoints whose every request failed, with the dominant cause
 paired.py        ``paired_accuracy()``: two endpoints graded on the same items (McNemar, TOST)
 summarize.py     ``summarize()``: records -> ``Summary``
 summary.py       ``Summary`` and its parts, frozen and typed; as_dict / from_dict at the JSON edge

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from lossless.analyze.metrics import CI_STATS, PERCENTILES
+from lossless.analyze.metrics import CI_STATS, PERCENTILES, thin
 from lossless.analyze.shapes import int_ as _int, obj_ as _obj, opt_ as _opt, pair_ as _pair
 
 _BOOT = 1000  # bootstrap resamples
@@ -42,7 +42,8 @@ class Distribution:
         if self.n == 0:
             return {"n": 0}
         out: dict[str, Any] = {f.name.replace("_", "."): getattr(self, f.name) for f in fields(self)[:-1]}
-        return out | {f"{stat}_ci95": list(pair) for stat, pair in self.ci95.items()}
+        out |= {f"{stat}_ci95": list(pair) for stat, pair in self.ci95.items()}
+        return out | ({"thin": few} if (few := [s for s in PERCENTILES if thin(s, self.n)]) else {})
 
     @classmethod
     def from_dict(cls, d: object) -> Distribution:

@@ -16,6 +16,15 @@ PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9
 STATS = ("n", "mean", "std", "min", *PERCENTILES, "max", "cv")  # summary.json's and the CSV's, in order
 CI_STATS = ("p50", "p90", "p99")  # statistics given a bootstrap 95% CI, and compared between endpoints
 SHOWN_RATIOS = ("p50", "p99")  # the comparisons people read: centre and tail (summary.json has p90 too)
+# The fewest values a percentile is read from: one value at least beyond it (n * (1 - q) >= 1), else the
+# "p99" of 4 requests is their largest. A thinner one is marked in tables, listed as "thin" in
+# summary.json, and never the ground of a comparison's claim.
+MIN_N = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p99.9": 1000}
+
+
+def thin(stat: str, n: int) -> bool:
+    """Too few values for this statistic (a percentile of fewer than MIN_N)."""
+    return n < MIN_N.get(stat, 0)
 
 
 @dataclass(frozen=True)

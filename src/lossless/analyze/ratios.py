@@ -5,13 +5,13 @@ and ``drift``, a run's first half against its second."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from lossless.analyze.distribution import boot_quantiles
-from lossless.analyze.metrics import CI_STATS, COMPARED, PERCENTILES, Metric
+from lossless.analyze.metrics import CI_STATS, COMPARED, MIN_N, PERCENTILES, Metric, thin
 from lossless.analyze.shapes import num_ as _num, obj_ as _obj, pair_ as _pair, plain_ as _plain, str_ as _str
 from lossless.analyze.timing import Timing, timing
 from lossless.records import RequestRecord
@@ -31,6 +31,9 @@ class Comparison:
     ratio: float
     ci95: tuple[float, float]
     text: str  # the sentence people read
+    n: tuple[int, int] | None = field(default=None, kw_only=True)  # values on each side (None: older file)
+    # both sides have enough values for this statistic (metrics.MIN_N): else no claim is made of it
+    supported: bool = field(default=True, kw_only=True)
 
     def as_dict(self) -> dict[str, Any]:
         return {("class" if k == "prompt_class" else k): v for k, v in _plain(self).items()}
@@ -39,8 +42,10 @@ class Comparison:
     def from_dict(cls, d: object) -> Comparison:
         d = _obj(d)
         strs = {k: _str(d[k], k) for k in ("load", "metric", "stat", "baseline", "other")}
+        n = _pair(d["n"], "n") if d.get("n") is not None else None
         return cls(**strs, ratio=_num(d["ratio"], "ratio"), ci95=_pair(d["ci95"], "ci95"),
-                   text=_str(d["text"], "text"))  # fmt: skip
+                   text=_str(d["text"], "text"), n=None if n is None else (int(n[0]), int(n[1])),
+                   supported=d.get("supported", True) is not False)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,12 @@ def _ratios(
         ratio = float(np.percentile(b, PERCENTILES[stat])) / base
         boot = boot_b[i] / np.maximum(boot_a[i], 1e-12)
         lo, hi = float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
+        supported = not (thin(stat, a.size) or thin(stat, b.size))
         text = f"{names[1]}'s {stat} {metric.words} is {ratio:.2f}x {names[0]}'s (95% CI {lo:.2f}-{hi:.2f})"
-        out.append(Comparison(load, metric.key, stat, names[0], names[1], ratio, (lo, hi), text))
+        if not supported:
+            text += f"; too few values to tell ({a.size} and {b.size}; a {stat} needs {MIN_N[stat]} each)"
+        out.append(Comparison(load, metric.key, stat, names[0], names[1], ratio, (lo, hi), text,
+                              n=(int(a.size), int(b.size)), supported=supported))  # fmt: skip
     return out
 
 
@@ -129,7 +138,8 @@ def compare_runs(
             groups = {(names[0], label): groups_a[(ea, load)], (names[1], label): groups_b[(eb, load)]}
             for c in comparisons(groups, list(groups), seed):
                 out.append(RunComparison(load, c.metric, c.stat, c.baseline, c.other, c.ratio, c.ci95, c.text,
-                                         endpoint_a=ea, endpoint_b=eb, label=label))  # fmt: skip
+                                         endpoint_a=ea, endpoint_b=eb, label=label, n=c.n,
+                                         supported=c.supported))  # fmt: skip
     return out
 
 
@@ -148,7 +158,17 @@ def compare_classes(
     keys = sorted(groups, key=lambda k: (list(where).index(k[1]), list(names).index(k[0])))
     return [
         ClassComparison(
-            where[c.load][0], c.metric, c.stat, c.baseline, c.other, c.ratio, c.ci95, c.text, where[c.load][1]
+            where[c.load][0],
+            c.metric,
+            c.stat,
+            c.baseline,
+            c.other,
+            c.ratio,
+            c.ci95,
+            c.text,
+            where[c.load][1],
+            n=c.n,
+            supported=c.supported,
         )
         for c in comparisons(groups, keys, seed)
     ]

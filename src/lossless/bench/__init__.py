@@ -5,6 +5,7 @@ run.py          ``run()``: options -> a plan -> the run -> ``analyze.Summary`` a
 loop.py         ``run_bench()``: the run loop: levels, arrivals, warm-up, time-outs, retries, records.jsonl
 policies.py     hedging and failover (``Policy``, ``execute()``): a request's second attempt, and who wins
 capacity.py     ``search()``: the highest load that keeps a share of requests within the --slo objectives
+resume.py       ``resume()``: a killed run's finished requests kept, the rest sent again (--resume)
 token_exact.py  ``calibrate()``: a token-exact workload fitted to the first endpoint's template
 workload/       what is sent: prompt suites, arrivals, conversations, traces, token-exact lengths
 workers/        more load than one process makes: local processes or Ray tasks, one clock

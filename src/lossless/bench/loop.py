@@ -80,6 +80,8 @@ class BenchConfig:
     synthetic: Synthetic | None = None  # token-exact prompts (--input-tokens) instead of ``suite``
     # --hedge-after, --failover: several attempts of one request at once
     policy: Policy = field(default_factory=Policy)
+    # bench --resume: (endpoint, load label, request index) that the killed run finished: not sent again
+    done: frozenset[tuple[str, str, int]] = frozenset()
 
     def share(self, concurrency: int) -> int:
         """How many of a closed loop's ``concurrency`` slots this worker runs (the remainder spread)."""
@@ -155,6 +157,8 @@ class _Run:
     async def request(self, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int) -> None:
         """Request ``i`` of the workload: one prompt's attempts, or one conversation's turns in order."""
         item, warmup = self.pool[i], i < self.cfg.warmup
+        if (endpoint.name, level.label, i) in self.cfg.done:
+            return  # finished by the run this one resumes
         if isinstance(item, Prompt):
             await self.attempts(Job(endpoint, item, i, level.label, warmup, scheduled_ns))
             return

@@ -15,6 +15,7 @@ from lossless.errors import UsageError
 from lossless.provision.embedded import Embedded
 
 MAX_WORKERS = 4096  # load-generating processes (each an interpreter of ~100 MB)
+DEFAULT_REQUESTS = 20  # measured requests per endpoint and level, when neither --requests nor --duration
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,9 @@ class BenchOptions:
     rate: tuple[float, ...] | None = None  # open loop: arrivals per second, levels run in turn
     burstiness: float = 1.0  # gamma shape of the open-loop gaps; 1 = Poisson
     replay_speed: tuple[float, ...] | None = None  # suite trace:PATH, its arrivals replayed this much faster
-    requests: int | None = None  # measured requests per endpoint and level (default 20 without duration)
+    requests: int | None = (
+        None  # measured requests per endpoint and level (DEFAULT_REQUESTS without duration)
+    )
     duration: float | None = None  # or: seconds of dispatching per level
     warmup: int = 0  # unmeasured requests first
     retries: int = 0
@@ -44,6 +47,7 @@ class BenchOptions:
     tokenizer: str | None = None  # counts N_out when a server sends no usage: tokenizer.json, GGUF or name
     as_json: bool = False  # summary JSON on stdout, table on stderr
     out_dir: Path | None = None  # records.jsonl, summary.json, summary.csv
+    resume: bool = False  # continue the killed run in out_dir: its finished requests kept, the rest sent
     html: Path | None = None  # a self-contained HTML report with plots
     workers: int | None = None  # load-generating processes; None: one (or, with ray, one per cluster CPU)
     find_capacity: float | None = None  # share (0..1) of requests that must meet every --slo objective
@@ -82,8 +86,20 @@ class BenchOptions:
                                  "--concurrency or --input-tokens")  # fmt: skip
         if self.hedge_after is not None or self.failover is not None:
             self._check_policy()
+        if self.resume:
+            self._check_resume()
         if self.tokenizer == "":
             raise UsageError("--tokenizer: give a tokenizer.json, a GGUF file or an embedded model's name")
+
+    def _check_resume(self) -> None:
+        if self.out_dir is None:
+            raise UsageError("--resume continues the run in --out: give --out DIR")
+        if self.duration is not None or self.find_capacity is not None or self.workers or self.ray:
+            raise UsageError("--resume continues a run of --requests in one process: not with --duration, "
+                             "--find-capacity, --workers or --ray")  # fmt: skip
+        if self.suite.startswith(("chat:", "conversations:")):
+            raise UsageError("--resume continues requests, not conversations cut midway: not with a chat: "
+                             "or conversations: suite")  # fmt: skip
 
     def _check_policy(self) -> None:
         if self.hedge_after is not None and self.failover is not None:

@@ -24,8 +24,9 @@ from lossless.analyze.summary import Capacity
 from lossless.atomic import atomic_path
 from lossless.bench.capacity import search
 from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
-from lossless.bench.options import BenchOptions
+from lossless.bench.options import DEFAULT_REQUESTS, BenchOptions
 from lossless.bench.policies import Policy
+from lossless.bench.resume import resume as resumed
 from lossless.bench.token_exact import calibrate, describe, tokenizer_for
 from lossless.bench.workload.conversation import source
 from lossless.bench.workload.synthetic import Synthetic
@@ -70,7 +71,9 @@ def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
         every = bench_plan.run.policy.with_backup(bench_plan.run.endpoints)
         given.checked(every, options.api, options.stream, options.timeout_total)
     with embedded.endpoints(bench_plan.run.endpoints, options.embedded) as found:
-        return measure(replace(bench_plan, run=replace(bench_plan.run, endpoints=found)))
+        return measure(
+            replace(bench_plan, run=replace(bench_plan.run, endpoints=found)), resume=options.resume
+        )
 
 
 def plan(options: BenchOptions) -> BenchPlan:
@@ -86,7 +89,7 @@ def plan(options: BenchOptions) -> BenchPlan:
         load_token_counter(o.tokenizer)
     # an unknown suite, or an unreadable file, fails before any traffic
     workload = source(o.suite, random.Random(0))
-    synthetic, requests = None, o.requests if o.requests or o.duration else 20
+    synthetic, requests = None, o.requests if o.requests or o.duration else DEFAULT_REQUESTS
     if o.input_tokens is not None:
         synthetic = Synthetic(o.input_tokens, o.output_tokens, tokenizer_for(o, found))
     elif o.suite.startswith("trace:"):
@@ -151,21 +154,29 @@ def _trace_requests(o: BenchOptions, lines: int) -> int:
     return o.requests or lines - o.warmup
 
 
-def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
-    """Run a plan made by ``plan`` (and adjusted by the caller: demo names its endpoints, runs serially)."""
+def measure(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[RequestRecord]]:
+    """Run a plan made by ``plan`` (and adjusted by the caller: demo names its endpoints, runs serially);
+    with ``resume``, the requests the killed run in records.jsonl did not finish."""
     config = bench_plan.run
+    prior: list[RequestRecord] = []
+    notes: list[str] = []
+    if resume:
+        assert config.records_path is not None  # BenchOptions checked --out
+        prior, done, notes = resumed(config.records_path, config.endpoints, config.loads)
+        config = replace(config, done=done)
     count = load_token_counter(bench_plan.tokenizer) if bench_plan.tokenizer else None
     started = time.time()
     _reachable(config)
-    notes: list[str] = []
     if config.synthetic is not None:
-        config, notes = calibrate(config)
+        config, calibrated = calibrate(config)
+        notes += calibrated
         bench_plan = replace(bench_plan, run=config)
-    if config.records_path is not None and config.records_path.exists():
+    if config.records_path is not None and config.records_path.exists() and not resume:
         config.records_path.unlink()  # a fresh run; records are appended as they finish
     total = None
     if config.requests is not None:
-        total = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
+        asked = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
+        total = asked - len(config.done)
     loop_name, _ = loop_factory()
     capacity = None
     with _progress(None if bench_plan.capacity else total) as on_record:
@@ -174,10 +185,11 @@ def measure(bench_plan: BenchPlan) -> tuple[Summary, list[RequestRecord]]:
         else:
             result = _execute(bench_plan, config, on_record)
     declared = None if count is None or not bench_plan.tokenizer else (bench_plan.tokenizer, count)
+    measured = prior + result.records
     records = fill_n_out(
-        result.records, config.endpoints, declared, lambda e: listed_models(e, config.connect_timeout)
+        measured, config.endpoints, declared, lambda e: listed_models(e, config.connect_timeout)
     )
-    if config.records_path is not None and records != result.records:
+    if config.records_path is not None and records != measured:
         with atomic_path(config.records_path) as tmp:
             write_jsonl(tmp, records)
     every = config.policy.with_backup(config.endpoints)
@@ -310,8 +322,9 @@ def environment(started: float, event_loop: str) -> dict[str, Any]:
 
 @contextmanager
 def _progress(total: int | None) -> Iterator[OnRecord | None]:
-    """A progress bar of requests on stderr (none when stderr is not a terminal)."""
-    with progress_bar("requests", total) as advance:
+    """A progress bar of requests on stderr (a line at the start and one at the end when stderr is not a
+    terminal)."""
+    with progress_bar("bench: requests", total) as advance:
         if advance is None:
             yield None
             return

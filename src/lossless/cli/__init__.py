@@ -2,15 +2,17 @@
 ``options.py``, where the defaults live) -> its ``run`` -> a typed result -> ``report``. ``cli/<name>.py``
 holds the commands of one group.
 
-common.py    ``friendly_errors()``: one-line errors; the value types of options; output checks
-measure.py   ``bench()``, ``probe()``, ``verify()``
-tasks.py     ``tasks()``: success, time and cost per completed task
-inspect.py   ``inspect()``: what is behind an endpoint
-saved.py     ``report()``, ``compare()``: saved runs
-advise.py    ``advise()``: time-outs, hedging and failover predicted from saved runs
-watch.py     ``watch()``, ``history()``: bench on a schedule, into a history; its trends
-serving.py   ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
-__main__.py  ``python -m lossless.cli``
+common.py     ``friendly_errors()``: one-line errors; the value types of options; output checks
+bench.py      ``bench()``: latency and throughput, side by side, under load
+measure.py    ``probe()``, ``verify()``: which parameters an endpoint honours; the same model or not
+tasks.py      ``tasks()``: success, time and cost per completed task
+inspect.py    ``inspect()``: what is behind an endpoint
+saved.py      ``report()``, ``compare()``: saved runs
+advise.py     ``advise()``: time-outs, hedging and failover predicted from saved runs
+watch.py      ``watch()``, ``history()``: bench on a schedule, into a history; its trends
+serving.py    ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
+reference.py  ``render()``: docs/cli.md, every command's --help (``python -m lossless.cli.reference``)
+__main__.py   ``python -m lossless.cli``
 """
 
 from __future__ import annotations
@@ -18,17 +20,18 @@ from __future__ import annotations
 import click
 
 from lossless import __version__
-from lossless.cli import advise, inspect, measure, saved, serving, tasks, watch
+from lossless.cli import advise, bench, inspect, measure, saved, serving, tasks, watch
+from lossless.cli.common import Lossless
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Lossless, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="lossless")
 def main() -> None:
     """Measure and verify LLM endpoints; serve a real model with lossless speculative decoding."""
 
 
 for command in (
-    serving.models, serving.serve, serving.draft, measure.bench, measure.probe, measure.verify,
+    serving.models, serving.serve, serving.draft, bench.bench, measure.probe, measure.verify,
     tasks.tasks, inspect.inspect, serving.demo, saved.report, saved.compare, advise.advise, watch.watch,
     watch.history,
 ):  # fmt: skip

@@ -10,12 +10,27 @@ import click
 
 from lossless import validate
 from lossless.advise.options import AdviseOptions, ms_list
-from lossless.cli.common import SEED, FiniteFloat, friendly_errors, json_flag
+from lossless.cli.common import (
+    SEED,
+    SEED_HELP,
+    FiniteFloat,
+    examples,
+    friendly_errors,
+    json_flag,
+    renamed,
+    wrote,
+)
 
 A = AdviseOptions()
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "lossless advise run/                       # time-outs and hedging for each endpoint",
+        "lossless advise run_a/ run_b/ --html advice.html",
+        "lossless advise hedged/ plain/             # a run under --hedge-after checked against plain",
+    )
+)
 @click.argument(
     "run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False)
 )
@@ -39,7 +54,10 @@ A = AdviseOptions()
     type=FiniteFloat(0, 1, min_open=True, max_open=True),
     help="Time-out rule: MARGIN x this quantile of the phase's measured times, rounded up.",
 )
-@click.option("--timeout-margin", default=A.timeout_margin, show_default=True, type=FiniteFloat(1, 100))
+@click.option(
+    "--timeout-margin", default=A.timeout_margin, show_default=True, type=FiniteFloat(1, 100),
+    help="Time-out rule: this MARGIN times the quantile.",
+)  # fmt: skip
 @click.option(
     "--draws", default=A.draws, show_default=True, type=click.IntRange(1000, 10_000_000),
     help="Simulated requests per policy.",
@@ -48,8 +66,9 @@ A = AdviseOptions()
     "--resamples", default=A.resamples, show_default=True, type=click.IntRange(0, 10_000),
     help="Bootstrap resamples of the records for the 95% intervals (0: none, faster).",
 )  # fmt: skip
-@click.option("--seed", default=A.seed, show_default=True, type=SEED)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Also write an HTML page here.")
+@click.option("--seed", default=A.seed, show_default=True, type=SEED, help=SEED_HELP)
+@click.option("--html", "output", type=click.Path(path_type=Path), help="Also write an HTML page here.")
+@renamed(("-o", "--output"), "--html", "output", type=click.Path(path_type=Path))
 @json_flag("The advice")
 @friendly_errors
 def advise(
@@ -68,8 +87,7 @@ def advise(
         **opts,
     )
     if options.output is not None:
-        validate.writable_file(options.output, "--output")
+        validate.writable_file(options.output, "--html")
     result = advise_runs(options)
     show.emit(result, people_console(stderr=options.as_json), options.as_json, options.output)
-    if options.output is not None:
-        click.echo(f"wrote {options.output}", err=True)
+    wrote([options.output])

@@ -1,11 +1,19 @@
-"""What every command shares: one-line errors, the value types of options, and output validate."""
+"""What every command shares: one error style, one vocabulary of options, the value types of options,
+examples in --help, and the checks of where a command writes.
+
+One vocabulary: the endpoints are URLS, --model, --api-key-env and --endpoints FILE (TOML
+``[[endpoint]]`` tables) everywhere; --out DIR, --html PATH and --json wherever a result is written;
+--overwrite to replace a run already in --out; --timeout SECONDS for one request; --set and --limit for
+a task set and its first N tasks. An older spelling still works (``renamed``): hidden from --help, it
+says on stderr what it is now called.
+"""
 
 from __future__ import annotations
 
 import math
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Any, NoReturn
@@ -13,7 +21,33 @@ from typing import Any, NoReturn
 import click
 
 from lossless import validate
-from lossless.errors import LosslessError
+from lossless.errors import LosslessError, UsageError
+from lossless.rundir import RUN_FILES
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+class Lossless(click.Group):
+    """The ``lossless`` group: click's own usage errors (an unknown option, a value of the wrong type)
+    are one line in our style, ``error: ...``, exit 2, like every other mistake."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, as click prints it
+            click.echo(exc.ctx.get_help(), err=True)
+            sys.exit(2)
+        except click.UsageError as exc:
+            where = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            message = exc.format_message().rstrip(".")
+            click.echo(f"error: {message[:1].lower()}{message[1:]}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            exit_interrupted("interrupted")
 
 
 def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -53,22 +87,87 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
 
+    def _describe_range(self) -> str:
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str | None:
+        return "FLOAT"
+
 
 SEED = click.IntRange(0, 2**32 - 1)  # numpy's generators refuse negative seeds; torch's overflow past 2**64
 THREADS = click.IntRange(1, 4096)  # torch's thread count; a huge one overflowed after the model loaded
 SECONDS = FiniteFloat(0, min_open=True)
+SEED_HELP = "Seed of every random draw (prompts, arrivals, resampling): the same seed, the same run."
 
 
-def outputs(folder: Path | None, files: tuple[str, ...], page: Path | None = None) -> None:
+def examples(*lines: str) -> str:
+    """An Examples section for a command's --help (click's epilog), one command a line, as typed."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+_RENAMED: dict[str, tuple[str, str]] = {}  # parameter -> (old spelling, new spelling)
+
+
+def renamed(old: str | tuple[str, ...], new: str, dest: str, **option: Any) -> Decorator:
+    """``old``, the option's earlier spelling (or spellings), kept for scripts: hidden from --help, it
+    stands for ``new`` (the parameter ``dest``) and says so on stderr."""
+    spellings = (old,) if isinstance(old, str) else old
+    _RENAMED[dest] = ("/".join(spellings), new)
+
+    def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **unrenamed(kwargs))
+
+        return click.option(*spellings, f"renamed_{dest}", hidden=True, default=None, **option)(wrapper)
+
+    return apply
+
+
+def unrenamed(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with each old spelling given put in its new one's place (said on stderr), and gone."""
+    out = {k: v for k, v in kwargs.items() if not k.startswith("renamed_")}
+    for key, value in kwargs.items():
+        if key.startswith("renamed_") and value is not None and value != ():
+            dest = key.removeprefix("renamed_")
+            old, new = _RENAMED[dest]
+            click.echo(f"note: {old} is now {new}", err=True)
+            out[dest] = value
+    return out
+
+
+def wrote(paths: Sequence[Path | None]) -> None:
+    """Every command that writes files ends by naming them, on stderr (stdout may carry --json)."""
+    written = [str(p) for p in paths if p is not None]
+    if written:
+        click.echo(f"wrote: {', '.join(written)}", err=True)
+
+
+def outputs(
+    folder: Path | None,
+    files: tuple[str, ...],
+    page: Path | None = None,
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+) -> None:
     """--out and --html can be written: checked before the run, so that no result is lost to a late
-    failure (a file where a folder should be, a read-only disk)."""
+    failure (a file where a folder should be, a read-only disk). A --out folder that holds another run
+    is refused, so that no old file is left beside the new ones, unless ``overwrite`` (its run's files
+    are removed now) or ``resume`` (bench continues the run that is there)."""
     if folder is not None:
         validate.writable_dir(folder, "--out", files)
+        there = [name for name in RUN_FILES if (folder / name).is_file()]
+        if there and overwrite:
+            for name in there:
+                (folder / name).unlink()
+        elif there and not resume:
+            raise UsageError(
+                f"--out {folder} holds another run ({', '.join(there)}): give --overwrite to replace it, or "
+                "another folder"
+            )
     if page is not None:
         validate.writable_file(page, "--html")
-
-
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def json_flag(what: str) -> Decorator:
@@ -77,25 +176,42 @@ def json_flag(what: str) -> Decorator:
     )
 
 
+MODEL_HELP = (
+    "Model name sent to the URLs [default: the one model their /models lists; without URLs, the "
+    "embedded model, or the checkpoint this names]."
+)
+ENDPOINTS_HELP = (
+    "A TOML file of [[endpoint]] tables (name, base_url, model, api_key_env, body, headers, price, "
+    "tokenizer), instead of URLs: see the README."
+)
+
+
 def endpoint_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """URLS, --model, --endpoints and --api-key-env: the endpoints a multi-endpoint command measures."""
-    fn = click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")(
+    """URLS, --model, --endpoints and --api-key-env: the endpoints a command measures."""
+    fn = click.option(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="The environment variable holding the URLs' API key (its name; the key stays in the "
+        "environment).",
+    )(fn)
+    fn = click.option("--endpoints", "endpoints_file", type=click.Path(path_type=Path), help=ENDPOINTS_HELP)(
         fn
     )
-    fn = click.option(
-        "--endpoints", "endpoints_file", type=click.Path(path_type=Path), help="TOML of [[endpoint]]."
-    )(fn)
-    fn = click.option(
-        "--model", default=None, help="Model name sent to the URLs (the embedded model without URLs)."
-    )(fn)
+    fn = click.option("--model", default=None, help=MODEL_HELP)(fn)
     return click.argument("urls", nargs=-1)(fn)
 
 
 def output_flags(what: str, writes: str, html: bool = True) -> Decorator:
-    """--json, --out and (with ``html``) --html: where a measuring command's result goes."""
+    """--json, --out, --overwrite and (with ``html``) --html: where a command's result goes."""
     flags: list[Decorator] = [
         json_flag(what),
         click.option("--out", "out_dir", type=click.Path(path_type=Path), help=f"Write {writes} here."),
+        click.option(
+            "--overwrite",
+            is_flag=True,
+            help="Replace the run already in --out (its files are removed first).",
+        ),
     ]
     if html:
         flags.append(

@@ -8,17 +8,34 @@ from typing import Any
 
 import click
 
-from lossless.cli.common import SECONDS, SEED, friendly_errors, output_flags, outputs
+from lossless.cli.common import (
+    SECONDS,
+    SEED,
+    SEED_HELP,
+    endpoint_flags,
+    examples,
+    friendly_errors,
+    output_flags,
+    outputs,
+    renamed,
+    wrote,
+)
 from lossless.inspect.options import InspectOptions
 from lossless.rundir import INSPECT, INSPECT_PAGE
 
 DEFAULTS = InspectOptions()
 
 
-@click.command("inspect")
-@click.argument("urls", nargs=-1)
-@click.option("--model", default=None, help="Model name sent to the URLs (the embedded model without URLs).")
-@click.option("--api-key-env", default=None, help="Environment variable holding the URLs' API key.")
+@click.command(
+    "inspect",
+    epilog=examples(
+        "lossless inspect https://api.example.com/v1 --model m --api-key-env KEY --out cards/",
+        "lossless inspect URL --model m --reference ref=http://127.0.0.1:8000/v1 --no-precision",
+        "lossless inspect URL --model m --context --max-time 300",
+        "lossless inspect          # the embedded model, served plainly",
+    ),
+)
+@endpoint_flags
 @click.option(
     "--tokenizer",
     "tokenizers",
@@ -54,7 +71,10 @@ DEFAULTS = InspectOptions()
     type=click.IntRange(8, 4096),
     help="Output tokens per speculation request.",
 )
-@click.option("--min-rounds", default=DEFAULTS.min_rounds, show_default=True, type=click.IntRange(4, 100))
+@click.option(
+    "--min-rounds", default=DEFAULTS.min_rounds, show_default=True, type=click.IntRange(4, 100),
+    help="Rounds of the four speculation requests at least, before the verdict may settle.",
+)  # fmt: skip
 @click.option(
     "--max-rounds",
     default=DEFAULTS.max_rounds,
@@ -63,20 +83,22 @@ DEFAULTS = InspectOptions()
     help="Rounds of the four speculation requests at most; fewer when the verdict settles.",
 )
 @click.option(
-    "--budget",
-    "budget_s",
-    default=DEFAULTS.budget_s,
-    show_default=True,
-    type=SECONDS,
-    help="Seconds per endpoint after which no further round starts.",
-)
-@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=SEED)
+    "--max-time", "budget_s", default=DEFAULTS.budget_s, show_default=True, type=SECONDS,
+    help="Seconds per endpoint after which no further round of speculation requests starts.",
+)  # fmt: skip
+@renamed("--budget", "--max-time", "budget_s", type=SECONDS)
+@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=SEED, help=SEED_HELP)
 @output_flags("Cards", "inspect.json and inspect.html", html=False)
 @friendly_errors
 def inspect(
-    urls: tuple[str, ...], tokenizers: tuple[str, ...], references: tuple[str, ...], **opts: Any
+    urls: tuple[str, ...],
+    tokenizers: tuple[str, ...],
+    references: tuple[str, ...],
+    overwrite: bool,
+    **opts: Any,
 ) -> None:
-    """What is behind each endpoint: speculative decoding, precision, identity - told by behaviour.
+    """What is behind each endpoint, told by its behaviour: is it decoding speculatively (and with what
+    drafter), at what precision, with which tokenizer and model; a card per endpoint.
 
     With no URL: the embedded model, served plainly."""
     from lossless.console import people_console
@@ -84,6 +106,6 @@ def inspect(
     from lossless.report import inspect as report
 
     options = InspectOptions(urls=urls, tokenizers=tokenizers, references=references, **opts)
-    outputs(options.out_dir, (INSPECT, INSPECT_PAGE))
+    outputs(options.out_dir, (INSPECT, INSPECT_PAGE), overwrite=overwrite)
     result = inspect_endpoints(options)
-    report.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir)
+    wrote(report.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir))

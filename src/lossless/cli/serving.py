@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from lossless import validate
-from lossless.cli.common import SEED, THREADS, FiniteFloat, friendly_errors, outputs
+from lossless.cli.common import SEED, SEED_HELP, THREADS, FiniteFloat, examples, friendly_errors, outputs
 from lossless.demo.options import QUICK_DEMO, DemoOptions
 from lossless.draft.recipe import Recipe
 from lossless.engine.cpu import DTYPES
@@ -27,7 +27,10 @@ def models() -> None:
     """Manage the embedded model cache ($LOSSLESS_HOME/models)."""
 
 
-@models.command("pull")
+@models.command(
+    "pull",
+    epilog=examples("lossless models pull", "LOSSLESS_HOME=/data/lossless lossless models pull"),
+)
 @click.argument("name", required=False)
 @friendly_errors
 def models_pull(name: str | None) -> None:
@@ -43,7 +46,7 @@ def models_pull(name: str | None) -> None:
     click.echo(str(path))
 
 
-@models.command("list")
+@models.command("list", epilog=examples("lossless models list"))
 @friendly_errors
 def models_list() -> None:
     """Show the cached models."""
@@ -71,10 +74,20 @@ def _threshold_help() -> str:
     )
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "lossless serve                             # the embedded model on 127.0.0.1:8000",
+        "lossless serve --speculative dspark --dtype int4 --compile",
+        "lossless serve --model ./model.gguf --port 8080 --speculative ngram",
+        'curl -s 127.0.0.1:8000/v1/chat/completions -d \'{"messages": [{"role": "user", "content": "Hi"}]}\'',
+    )
+)
 @click.option("--model", default=None, help="Embedded model name or checkpoint path (GGUF or HF folder).")
 @click.option("--host", default=S.host, show_default=True, help="Address to bind (loopback by default).")
-@click.option("--port", default=S.port, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port", default=S.port, show_default=True, type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free one, announced on stderr).",
+)  # fmt: skip
 @click.option(
     "--dtype",
     default=S.dtype,
@@ -128,12 +141,20 @@ def draft() -> None:
     """Draft heads for speculative decoding."""
 
 
-@draft.command("train")
-@click.option(
-    "--out", "out_dir", default="lossless-draft", show_default=True, type=click.Path(path_type=Path)
+@draft.command(
+    "train",
+    epilog=examples(
+        "lossless draft train --out my-head/",
+        "lossless draft train --steps 200 --prompts 50 --out quick-head/   # a short run, to try it",
+        "lossless serve --speculative dspark:my-head/",
+    ),
 )
+@click.option(
+    "--out", "out_dir", default="lossless-draft", show_default=True, type=click.Path(path_type=Path),
+    help="Where the head, its recipe and its training log go.",
+)  # fmt: skip
 @click.option("--model", default=None, help="Embedded model name or checkpoint path [smollm2-135m-instruct].")
-@click.option("--seed", default=R.seed, show_default=True, type=SEED)
+@click.option("--seed", default=R.seed, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--steps", default=None, type=click.IntRange(1), help=f"Optimizer steps [{R.steps}].")
 @click.option("--prompts", default=None, type=click.IntRange(1), help="Only the first N bundled prompts.")
 @click.option(
@@ -170,8 +191,17 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     click.echo(json.dumps(evaluation, indent=2))
 
 
-@click.command()
-@click.option("--out", "out_dir", default=str(D.out_dir), show_default=True, type=click.Path(path_type=Path))
+@click.command(
+    epilog=examples(
+        "lossless demo",
+        "lossless demo --quick --out /tmp/demo      # a smaller budget, as CI runs it",
+        "lossless demo --speculative ngram --dtype float32",
+    )
+)
+@click.option(
+    "--out", "out_dir", default=str(D.out_dir), show_default=True, type=click.Path(path_type=Path),
+    help="Where the bench files, verify.json and report.html go.",
+)  # fmt: skip
 @click.option(
     "--quick",
     is_flag=True,
@@ -202,13 +232,19 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     help="The speculative server's drafter: dspark, ngram or draft:PATH [dspark for the embedded model, "
     "whose head it is; ngram for another].",
 )
-@click.option("--dtype", default=D.embedded.dtype, show_default=True, type=click.Choice(DTYPES))
+@click.option(
+    "--dtype", default=D.embedded.dtype, show_default=True, type=click.Choice(DTYPES),
+    help="The weights' dtype, as serve's --dtype.",
+)  # fmt: skip
 @click.option(  # the embedded server's range
     "--temperature", default=D.temperature, show_default=True, type=FiniteFloat(0, 2), help="Benchmark's."
 )
-@click.option("--seed", default=D.seed, show_default=True, type=SEED)
+@click.option("--seed", default=D.seed, show_default=True, type=SEED, help=SEED_HELP)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace a demo already in --out (its files are removed first)."
+)
 @friendly_errors
-def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
+def demo(out_dir: Path, quick: bool, overwrite: bool, **opts: Any) -> None:
     """Serve the embedded model plainly and speculatively, benchmark, verify and report both.
 
     Exit 0, or 1 when verification finds the speculative mode different."""
@@ -218,7 +254,7 @@ def demo(out_dir: Path, quick: bool, **opts: Any) -> None:
     from lossless.report.demo import summary_lines
 
     options = demo_options(out_dir, quick, **opts)
-    outputs(out_dir, (*BENCH_FILES, VERIFY, REPORT))
+    outputs(out_dir, (*BENCH_FILES, VERIFY, REPORT), overwrite=overwrite)
     parse_drafter_spec(options.drafter)  # before the model is pulled and loaded
     result = run_demo(options)
     click.echo("\n".join(summary_lines(result)))

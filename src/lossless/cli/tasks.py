@@ -10,11 +10,14 @@ import click
 from lossless.cli.common import (
     SECONDS,
     SEED,
+    SEED_HELP,
     FiniteFloat,
     endpoint_flags,
+    examples,
     friendly_errors,
     output_flags,
     outputs,
+    wrote,
 )
 from lossless.rundir import TASKS
 from lossless.tasks.options import TasksOptions
@@ -24,7 +27,14 @@ T = TasksOptions()
 PRICE = FiniteFloat(0, 1e9)
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "lossless tasks https://api.example.com/v1 --model m --api-key-env KEY --set humaneval --limit 20",
+        "lossless tasks URL_A URL_B --model m --set tools --samples 3 --out tasks/ --html tasks.html",
+        "lossless tasks --endpoints priced.toml --set bfcl-simple --concurrency 4",
+        "lossless tasks            # the embedded model, plain and speculative",
+    )
+)
 @endpoint_flags
 @click.option(
     "--set",
@@ -34,7 +44,7 @@ PRICE = FiniteFloat(0, 1e9)
     help="humaneval, arithmetic, tools, bfcl-simple, bfcl-multiple, bfcl-irrelevance, or a task file (JSON "
     "Lines).",
 )
-@click.option("--limit", default=None, type=click.IntRange(1), help="Only the first N tasks.")
+@click.option("--limit", default=None, type=click.IntRange(1), help="Only the set's first N tasks.")
 @click.option(
     "--samples",
     default=T.samples,
@@ -56,7 +66,10 @@ PRICE = FiniteFloat(0, 1e9)
     type=click.IntRange(1, MAX_CONCURRENCY),
     help="Tasks in flight per endpoint.",
 )
-@click.option("--stream/--no-stream", default=T.stream, show_default=True)
+@click.option(
+    "--stream/--no-stream", default=T.stream, show_default=True,
+    help="Model calls streamed (time to first token per call) or whole.",
+)  # fmt: skip
 @click.option(
     "--max-tokens", default=None, type=click.IntRange(1), help="Per model call [default: the task's]."
 )
@@ -68,13 +81,17 @@ PRICE = FiniteFloat(0, 1e9)
     help="Sent with a task's tools [default: not sent, which servers read as auto]; required-first: "
     "required on an attempt's first model call, auto after it.",
 )
-@click.option("--retries", default=T.retries, show_default=True, type=click.IntRange(0, 100))
+@click.option(
+    "--retries", default=T.retries, show_default=True, type=click.IntRange(0, 100),
+    help="Further attempts at a model call after a retryable failure, as an agent's client makes them "
+    "(their time and cost count in the task's).",
+)  # fmt: skip
 @click.option(
     "--retry-wait",
     default=T.retry_wait,
     show_default=True,
     type=FiniteFloat(0, 60),
-    help="Seconds, doubling.",
+    help="Seconds before the first retry without Retry-After, doubling (jittered).",
 )
 @click.option(
     "--timeout", default=T.timeout, show_default=True, type=SECONDS, help="Seconds for one model call."
@@ -90,11 +107,12 @@ PRICE = FiniteFloat(0, 1e9)
     type=FiniteFloat(0, 1, min_open=True, max_open=True),
     help="Equivalence margin of the paired success difference.",
 )
-@click.option("--seed", default=T.seed, show_default=True, type=SEED)
+@click.option("--seed", default=T.seed, show_default=True, type=SEED, help=SEED_HELP)
 @output_flags("Results", "tasks.json")
 @friendly_errors
-def tasks(urls: tuple[str, ...], **opts: Any) -> None:
-    """Run a task set on endpoints (none given: the embedded server): success, time and cost per task.
+def tasks(urls: tuple[str, ...], overwrite: bool, **opts: Any) -> None:
+    """Run a task set on endpoints: success, time and cost per completed task (agent loops with tool
+    calls, code run against its tests). No URL: the embedded model, served plainly and speculatively.
 
     Several endpoints run the same tasks one after another, each compared with the first."""
     from lossless.console import people_console
@@ -102,6 +120,7 @@ def tasks(urls: tuple[str, ...], **opts: Any) -> None:
     from lossless.tasks.run import run as run_tasks
 
     options = TasksOptions(urls=urls, **opts)
-    outputs(options.out_dir, (TASKS,), options.html)
+    outputs(options.out_dir, (TASKS,), options.html, overwrite=overwrite)
     result = run_tasks(options)
-    show.emit(result, people_console(stderr=options.as_json), options.as_json, options.out_dir, options.html)
+    console = people_console(stderr=options.as_json)
+    wrote(show.emit(result, console, options.as_json, options.out_dir, options.html))

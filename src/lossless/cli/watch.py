@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lossless import validate
-from lossless.cli.common import exit_interrupted, friendly_errors, json_flag
-from lossless.cli.measure import bench as bench_command, bench_options
+from lossless.cli.bench import bench as bench_command, bench_options
+from lossless.cli.common import examples, exit_interrupted, friendly_errors, json_flag, unrenamed, wrote
 from lossless.errors import EndpointError, UsageError
 from lossless.watch.store import DEFAULT_DB
 
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
     from lossless.watch.store import Run
 
-_MANAGED = {"as_json", "out_dir", "html"}  # bench's outputs: a watch writes each run into the history
+# bench's outputs: a watch writes each run into the history
+_MANAGED = {"as_json", "out_dir", "html", "overwrite", "resume"}
 _DB = click.option(
     "--db",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -32,7 +33,13 @@ _DB = click.option(
 )
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "lossless watch https://api.example.com/v1 --model m --api-key-env KEY     # one run now (cron)",
+        "lossless watch URL --model m --every 30m --until 24h --db history.sqlite",
+        "lossless history --db history.sqlite --html trend.html",
+    )
+)
 @click.option(
     "--every", metavar="DURATION", help="Start a run every 5s, 30m, 3h, 1h30m... [default: one run]."
 )
@@ -58,7 +65,7 @@ def watch(every: str | None, runs: int | None, until: str | None, db: Path, **be
         runs=runs,
         until=None if until is None else parse_duration(until, "--until"),
     )
-    options = WatchOptions(bench_options(**bench_args), schedule, db)
+    options = WatchOptions(bench_options(**unrenamed(bench_args)), schedule, db)
     outcomes = run_watch(
         options,
         on_run=lambda o: click.echo("\n".join(trend.run_lines(o, runs)), err=True),
@@ -75,7 +82,13 @@ def watch(every: str | None, runs: int | None, until: str | None, db: Path, **be
 watch.params[:0] = [p for p in bench_command.params if p.name not in _MANAGED]
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "lossless history                           # the default history's runs and flagged changes",
+        "lossless history --db history.sqlite --last 0 --html trend.html",
+        "lossless history --compare 3 7             # run #3 against run #7, as ratios",
+    )
+)
 @_DB
 @click.option(
     "--last", default=20, show_default=True, type=click.IntRange(0), help="Runs in the table (0: all)."
@@ -120,8 +133,7 @@ def history(db: Path, last: int, compare: tuple[str, str] | None, html: Path | N
     if html is not None:
         from lossless.atomic import write_atomic
 
-        write_atomic(html, trend.render_html(found, db, notes))
-        click.echo(f"wrote {html}", err=True)
+        wrote([write_atomic(html, trend.render_html(found, db, notes))])
 
 
 def _run_folder(runs: Sequence[Run], ref: str) -> Path:
@@ -146,8 +158,7 @@ def _compare(folders: list[Path], console: Console, as_json: bool, page: Path | 
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     compare.emit(result, console, as_json, page)
-    if page is not None:
-        click.echo(f"wrote {page}", err=True)
+    wrote([page])
 
 
 def _left_out(db: Path, runs: Sequence[Run]) -> list[str]:

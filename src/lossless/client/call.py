@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from lossless.client.answer import Answer, MalformedStream, StreamError
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session, TransportError
-from lossless.client.openai import PATHS, cached_tokens, reasoning_tokens, request_body
+from lossless.client.openai import PATHS, cached_tokens, error_of, reasoning_tokens, request_body
 from lossless.client.prompt import Prompt
 from lossless.client.sse import read_events
 from lossless.records import Failure, RequestRecord, http_failure
@@ -89,7 +89,7 @@ async def call(
         kind, message = Failure.CLIENT_ERROR, session.redact(f"{type(exc).__name__}: {exc}")[:300]
     if kind is None and got.status is not None and got.status != 200:
         kind = http_failure(got.status)
-        message = session.redact(got.error_body[:300]) or f"HTTP {got.status}"
+        message = session.redact(error_of(got.error_body)[1][:300]) or f"HTTP {got.status}"
         if 300 <= got.status < 400:  # see Session.post
             message = f"HTTP {got.status}: a redirect, not followed (it would take the key's headers along)"
     end = got.answer.end_ns if kind is None and got.answer.end_ns is not None else clock()

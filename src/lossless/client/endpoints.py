@@ -105,9 +105,10 @@ def load_toml(path: Path) -> tuple[Endpoint, ...]:
 
 
 def load_pair(path: Path) -> tuple[Endpoint, Endpoint]:
-    """verify's two sides from a TOML file with a ``[baseline]`` and a ``[candidate]`` table (the same
-    fields as an ``[[endpoint]]``, ``name`` optional): each side with its own URL, model, key, headers
-    and extra body fields, e.g. one endpoint with reasoning on against itself with it off.
+    """verify's two sides from the one endpoints file format, two ``[[endpoint]]`` tables (the baseline
+    first); or, as earlier versions wrote it, a ``[baseline]`` and a ``[candidate]`` table (the same
+    fields, ``name`` optional). Each side has its own URL, model, key, headers and extra body fields,
+    e.g. one endpoint with reasoning on against itself with it off.
 
         [baseline]
         base_url = "https://api.example.com/v1"
@@ -118,6 +119,13 @@ def load_pair(path: Path) -> tuple[Endpoint, Endpoint]:
         body = { reasoning_effort = "none" }
     """
     doc = _read_toml(path)
+    if "endpoint" in doc:
+        found = load_toml(path)
+        if len(found) != 2:
+            raise UsageError(
+                f"endpoints file {path}: verify compares two [[endpoint]] tables, got {len(found)}"
+            )
+        return found[0], found[1]
     unknown = set(doc) - {"baseline", "candidate"}
     if unknown or not {"baseline", "candidate"} <= set(doc):
         raise UsageError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
@@ -31,10 +31,11 @@ class TransportError(Exception):
 
 
 class Response:
-    __slots__ = ("_resp", "headers", "status")
+    __slots__ = ("_redact", "_resp", "headers", "status")
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+    def __init__(self, resp: aiohttp.ClientResponse, redact: Callable[[str], str]) -> None:
         self._resp = resp
+        self._redact = redact  # the session's: a transport error's text may quote the URL's password
         self.status = resp.status
         self.headers = tuple(
             (k.lower(), v[:200]) for k, v in resp.headers.items() if k.lower() in KEPT_HEADERS
@@ -46,7 +47,7 @@ class Response:
             async for chunk in self._resp.content.iter_any():
                 yield chunk
         except aiohttp.ClientError as exc:
-            raise TransportError(Failure.CONNECTION, f"{type(exc).__name__}: {exc}") from exc
+            raise TransportError(Failure.CONNECTION, self._redact(f"{type(exc).__name__}: {exc}")) from exc
 
     async def whole(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
@@ -110,7 +111,7 @@ class Session:
         except aiohttp.ClientError as exc:
             raise TransportError(Failure.CONNECTION, self.redact(f"{type(exc).__name__}: {exc}")) from exc
         try:
-            yield Response(resp)
+            yield Response(resp, self.redact)
         finally:
             # A response abandoned midway must not go back to the pool: its rest would be read as the
             # next response's head.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from lossless.client.endpoints import Endpoint
@@ -89,6 +90,20 @@ class Chunk:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict):
                 self.tool_chars += len(_text(fn, "name") or "") + len(_text(fn, "arguments") or "")
+
+
+def error_of(body: str) -> tuple[str, str]:
+    """An error body's (code, message), in one line: OpenAI's ``{"error": {"message", "code"}}`` and the
+    shapes servers vary it into (a bare string, ``detail``, ``msg``); ("", the text) when not JSON."""
+    try:
+        found = json.loads(body)
+    except (ValueError, RecursionError):
+        return "", " ".join(body.split())
+    err = found.get("error", found) if isinstance(found, dict) else found
+    if isinstance(err, dict):
+        message = err.get("message") or err.get("detail") or err.get("msg") or json.dumps(err)
+        return str(err.get("code") or err.get("type") or ""), " ".join(str(message).split())
+    return "", " ".join(str(err).split())
 
 
 def _text(obj: dict[str, Any], key: str) -> str | None:

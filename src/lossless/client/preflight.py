@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from lossless.client.answer import Answer, MalformedStream, StreamError
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Session, TransportError, unreachable
-from lossless.client.openai import PATHS
+from lossless.client.openai import PATHS, error_of
 from lossless.client.sse import read_events
 from lossless.errors import EndpointError, UsageError
 from lossless.records import Failure
@@ -134,7 +134,8 @@ async def _unconnected(endpoint: Endpoint, exc: TransportError) -> str | None:
 
 async def _explain(session: Session, endpoint: Endpoint, path: str, status: int, text: str) -> str:
     """A refusal in words, with what to change."""
-    code, message = _error(text)
+    code, message = error_of(text)
+    message = message[:300]
     said = f"HTTP {status}" + (f": {message}" if message else "")
     base = endpoint.base_url.rstrip("/")
     if 300 <= status < 400:
@@ -154,19 +155,6 @@ async def _explain(session: Session, endpoint: Endpoint, path: str, status: int,
     if status == 404 and not base.endswith("/v1") and await served_models(session, base + "/v1") is not None:
         return f"{said} (no API at {public_url(base)}{path}: did you mean {public_url(base + '/v1')}?)"
     return f"{said} (the endpoint refused a one-token request to {path})"
-
-
-def _error(text: str) -> tuple[str, str]:
-    """An error body's code and message, OpenAI's shape or a plain one; ("", first line) otherwise."""
-    try:
-        body = json.loads(text)
-    except (ValueError, RecursionError):
-        return "", " ".join(text.split())[:300]
-    err = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(err, dict):
-        message = err.get("message") or err.get("detail") or err.get("msg") or ""
-        return str(err.get("code") or err.get("type") or ""), " ".join(str(message).split())[:300]
-    return "", " ".join(str(err).split())[:300]
 
 
 def _about_model(code: str, message: str, model: str) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 
 from lossless.client.answer import Answer, MalformedStream, StreamError, ToolCall
 from lossless.client.http import Session, TransportError
+from lossless.client.openai import error_of
 from lossless.client.sse import read_events
 from lossless.records import Failure, http_failure
 
@@ -67,7 +68,7 @@ async def chat_turn(
             headers_ns, status, headers = clock(), resp.status, resp.headers
             if resp.status != 200:
                 error = (await resp.read(2000)).decode("utf-8", "replace")
-                kind, message = http_failure(resp.status), session.redact(" ".join(error.split()))[:300]
+                kind, message = http_failure(resp.status), session.redact(error_of(error)[1])[:300]
             elif body.get("stream"):
                 answer.end_ns = await read_events(resp, answer.read, clock)
             else:

@@ -19,7 +19,7 @@ from typing import Any
 from lossless.client.answer import MAX_ERROR_CHARS, Answer
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Response, Session, TransportError
-from lossless.client.openai import reasoning_tokens
+from lossless.client.openai import error_of, reasoning_tokens
 from lossless.client.sse import read_events
 from lossless.errors import EndpointError
 from lossless.records import Failure
@@ -127,13 +127,8 @@ class Wire:
         return self._whole(raw, time.perf_counter() - start)
 
     def _message(self, raw: bytes) -> str:
-        text = raw.decode("utf-8", "replace")
-        try:
-            err = json.loads(text).get("error")
-            text = str(err.get("message", err)) if isinstance(err, dict) else str(err or text)
-        except (ValueError, AttributeError):
-            pass
-        return self._session.redact(text.replace("\n", " "))[:MAX_ERROR_CHARS] or "(empty body)"
+        said = error_of(raw.decode("utf-8", "replace"))[1]
+        return self._session.redact(said)[:MAX_ERROR_CHARS] or "(empty body)"
 
     def _whole(self, raw: bytes, elapsed: float) -> Reply:
         answer = Answer(None)

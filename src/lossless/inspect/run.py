@@ -24,10 +24,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lossless.analyze.server_side import served_by, spec_stats
+from lossless.client import endpoints as ep
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Session
 from lossless.client.prometheus import COUNTERS
 from lossless.client.wire import Wire
+from lossless.console import phase
 from lossless.errors import UsageError
 from lossless.inspect import identity, precision, speculation
 from lossless.inspect.collect import Collected, Plan, collect
@@ -93,12 +95,12 @@ class InspectResult:
 def run(options: InspectOptions) -> InspectResult:
     """Inspect each URL, or the embedded server started for the occasion; a missing key or an unreadable
     tokenizer fails first, then a URL, model or key that one request shows wrong."""
-    named_urls = given.from_urls(options.urls, options.model, options.api_key_env) if options.urls else ()
+    named_urls = _named(options)
     named = _references(options)
     refs = identity.references(options.tokenizers)
     plan = Plan(options.max_tokens, options.min_rounds, options.max_rounds, options.budget_s)
     scored: dict[str, Scores] = {}  # references scored so far: once per run, shared by every card
-    given.checked([*(e for _, e in named if isinstance(e, Endpoint)), *named_urls], "completions")
+    given.checked([*(e for _, e in named if isinstance(e, Endpoint)), *named_urls])
     if options.precision:  # named ones first: an unreachable one fails before any card
         _score_references(named, scored, options)
     cards = []
@@ -106,11 +108,20 @@ def run(options: InspectOptions) -> InspectResult:
         for e in found:
             one = card(e, plan, refs, options.seed, options.measure_context)
             if options.precision:
+                phase(f"inspect {e.name}: precision, against the references")
                 start = time.monotonic()
                 placed = _precision(e, one.identity, named, scored, options)
                 one = replace(one, precision=placed, wall_s=one.wall_s + time.monotonic() - start)
             cards.append(one)
     return InspectResult(tuple(cards))
+
+
+def _named(options: InspectOptions) -> tuple[Endpoint, ...]:
+    if options.endpoints_file is not None:
+        if options.urls:
+            raise UsageError("give endpoint URLs or --endpoints FILE, not both")
+        return ep.load_toml(options.endpoints_file)
+    return given.from_urls(options.urls, options.model, options.api_key_env) if options.urls else ()
 
 
 def _references(options: InspectOptions) -> tuple[tuple[str, str | Endpoint], ...]:
@@ -183,8 +194,10 @@ async def _measure(
     endpoint: Endpoint, plan: Plan, context: bool
 ) -> tuple[Listing, identity.Measured, Collected, ContextLimit | None]:
     listing = await _listing(endpoint)
+    phase(f"inspect {endpoint.name}: identity (token counts of crafted strings)")
     async with Wire(endpoint) as w:
         measured = await identity.measure(w)
+    phase(f"inspect {endpoint.name}: speculative decoding, {plan.min_rounds}-{plan.max_rounds} rounds")
 
     def settled(records: Sequence[RequestRecord]) -> bool:
         return speculation.settled(_counted(records, endpoint, listing))
@@ -193,6 +206,7 @@ async def _measure(
     if not context:
         return listing, measured, got, None
     # after the timed requests: a long prefill must not land among them
+    phase(f"inspect {endpoint.name}: the context limit, by behaviour")
     async with Wire(endpoint, timeout_s=CONTEXT_TIMEOUT_S) as w:
         return listing, measured, got, await measure_context(w, listing.context)
 

@@ -5,6 +5,7 @@ A verdict is one of
     ignored      accepted (HTTP 200) and nothing changed: the parameter was dropped silently
     rejected     the endpoint answered an error (the evidence keeps the status and message)
     unsupported  the behaviour cannot be observed here (e.g. a model that never reasons)
+    inconclusive what came back shows nothing either way (an answer cut at max_tokens, asked again)
 and the evidence keeps what it was decided on: counts, sizes, p-values.
 """
 
@@ -19,7 +20,7 @@ from scipy import stats
 
 from lossless.client.wire import Reply, Wire, chat, gather
 
-Verdict = Literal["honoured", "ignored", "rejected", "unsupported"]
+Verdict = Literal["honoured", "ignored", "rejected", "unsupported", "inconclusive"]
 ALPHA = 0.05  # one-sided level for on-versus-off comparisons
 
 LONG = "Count from 1 to 200, separated by commas."  # an answer far longer than the limits below

@@ -12,6 +12,7 @@ from lossless.provision.embedded import Embedded
 class ProbeOptions:
     url: str | None = None  # none: the embedded server
     model: str | None = None  # "model" sent to url; the embedded model's name or path without one
+    endpoints_file: Path | None = None  # TOML of one [[endpoint]] table, instead of url
     api_key_env: str | None = None
     repeats: int = 4  # requests per arm where a comparison needs several
     max_tokens: int = 64  # for answers that must be long enough to show a difference

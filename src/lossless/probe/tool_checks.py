@@ -9,6 +9,8 @@
 - ``response_format=json_object`` / ``json_schema``: honoured when the answer parses as a JSON object
   (and, for the schema, has exactly its fields with their types); ignored otherwise.
 An error answer is ``rejected``. The requests are greedy and non-streamed, so the whole body is read.
+An answer cut at max_tokens shows nothing either way: it is asked again with ``ROOM`` times the room,
+and one cut again is ``inconclusive``, never ``ignored``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ SCHEMA = {
     "additionalProperties": False,
 }
 JSON_ASK = "Give the weather in Paris as JSON with the fields city and temp_c."
+ROOM = 4  # a cut answer is asked again with this many times the tokens
 
 
 def calls(reply: Reply) -> list[dict[str, Any]]:
@@ -63,6 +66,26 @@ def _fits_schema(value: dict[str, Any]) -> bool:
     return set(value) == {"city", "temp_c"} and isinstance(value.get("city"), str) and number
 
 
+def _cut(reply: Reply) -> bool:
+    return reply.ok and bool(reply.choices) and reply.choices[0].finish_reason == "length"
+
+
+async def _with_room(w: Wire, bodies: list[dict[str, Any]], s: Settings) -> list[Reply]:
+    """The replies to ``bodies``; one cut at max_tokens is asked again with ``ROOM`` times the tokens."""
+    replies = await gather(w, bodies, s.concurrency)
+    again = [i for i, r in enumerate(replies) if _cut(r)]
+    roomier = [{**bodies[i], "max_tokens": bodies[i]["max_tokens"] * ROOM} for i in again]
+    for i, reply in zip(again, await gather(w, roomier, s.concurrency), strict=True):
+        replies[i] = reply
+    return replies
+
+
+def _inconclusive(name: str, reply: Reply, ev: dict[str, Any]) -> Check:
+    tokens = reply.usage_int("completion_tokens")
+    return Check(name, "inconclusive", ev, f"the answer was cut at max_tokens ({tokens} tokens), even with "
+                 f"{ROOM}x the room: no evidence either way (give --max-tokens more)")  # fmt: skip
+
+
 def _call_check(name: str, reply: Reply, want: str | None) -> Check:
     if not reply.ok:
         return rejected(name, reply)
@@ -72,6 +95,8 @@ def _call_check(name: str, reply: Reply, want: str | None) -> Check:
     good = [
         c for c in made if c["name"] in {"get_weather", "get_time"} and _object(c["arguments"]) is not None
     ]
+    if not good and _cut(reply):
+        return _inconclusive(name, reply, ev)
     if want is not None and good and all(c["name"] != want for c in good):
         return Check(name, "ignored", ev, f"called {good[0]['name']}, not the named {want}")
     if good:
@@ -90,7 +115,7 @@ async def tool_calling(w: Wire, s: Settings) -> list[Check]:
         chat(ASK, tools=TOOLS, tool_choice="required", temperature=0, max_tokens=s.max_tokens),
         chat(ASK, tools=TOOLS, tool_choice=named, temperature=0, max_tokens=s.max_tokens),
     ]
-    auto, required, function = await gather(w, bodies, s.concurrency)
+    auto, required, function = await _with_room(w, bodies, s)
     return [
         _call_check("tools", auto, None),
         _call_check("tool_choice=required", required, None),
@@ -107,7 +132,7 @@ async def response_format(w: Wire, s: Settings) -> list[Check]:
         chat(JSON_ASK, response_format={"type": "json_object"}, temperature=0, max_tokens=s.max_tokens),
         chat(JSON_ASK, response_format=schema_format, temperature=0, max_tokens=s.max_tokens),
     ]
-    as_object, as_schema = await gather(w, bodies, s.concurrency)
+    as_object, as_schema = await _with_room(w, bodies, s)
     out = []
     for name, reply, fits in (
         ("response_format=json_object", as_object, lambda v: True),
@@ -119,7 +144,10 @@ async def response_format(w: Wire, s: Settings) -> list[Check]:
         value = _object(reply.text)
         ev = {"text": reply.text[:200], "json_object": value is not None}
         ok = value is not None and fits(value)
-        out.append(
-            Check(name, "honoured", ev) if ok else Check(name, "ignored", ev, "the answer does not fit")
-        )
+        if ok:
+            out.append(Check(name, "honoured", ev))
+        elif _cut(reply):
+            out.append(_inconclusive(name, reply, ev))
+        else:
+            out.append(Check(name, "ignored", ev, "the answer does not fit"))
     return out

@@ -22,17 +22,20 @@ def emit(
     as_json: bool,
     out_dir: Path | None,
     html_path: Path | None,
-) -> None:
-    """The table for people (stderr under --json), the JSON on stdout, files under --out, --html."""
+) -> list[Path]:
+    """The table for people (stderr under --json), the JSON on stdout, files under --out, --html; the
+    files of the run folder and the page, as written."""
     terminal.render(summary, console)
     if as_json:
         sys.stdout.write(rundir.to_json(summary) + "\n")
         sys.stdout.flush()
+    wrote = []
     if out_dir is not None:
-        rundir.write(summary, out_dir)
+        wrote += [out_dir / rundir.RECORDS, *rundir.write(summary, out_dir)]  # records: as they finished
     if html_path is not None:
         # a card of an endpoint inspected into the same folder (lossless inspect --out) is linked
         config = summary.run.config if summary.run is not None else {}
         folders = [html_path.parent, *([out_dir] if out_dir is not None else [])]
         found, notes = inspect_html.links(config.get("endpoints") or [], folders, html_path.parent)
-        write_atomic(html_path, html.render_run(summary, records, notes=notes, inspected=found))
+        wrote.append(write_atomic(html_path, html.render_run(summary, records, notes=notes, inspected=found)))
+    return wrote

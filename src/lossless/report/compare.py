@@ -70,6 +70,8 @@ def to_json(result: Compared) -> str:
 
 
 def _verdict(c: RunComparison) -> str:
+    if not c.supported:
+        return f"too few to tell ({c.n[0]} and {c.n[1]})" if c.n else "too few to tell"
     lo, hi = c.ci95
     if lo <= 1.0 <= hi:
         return "no clear difference"

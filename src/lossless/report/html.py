@@ -8,22 +8,31 @@ so it opens offline and can be mailed or attached to a ticket as it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from lossless.analyze import METRICS, Summary
-from lossless.analyze.metrics import SHOWN_RATIOS
+from lossless.analyze.metrics import SHOWN_RATIOS, thin
 from lossless.atomic import write_atomic
 from lossless.errors import UsageError
 from lossless.records import RequestRecord
 from lossless.report import inspect_html, plots
 from lossless.report.notes import endpoint_notes
 from lossless.report.page import figure, page, section, table
+from lossless.report.probe import probe_section
+from lossless.report.tasks import tasks_section
 from lossless.report.verify import verify_section
-from lossless.rundir import SavedRun, first_line, read_run
+from lossless.rundir import INSPECT, PROBE, TASKS, SavedRun, first_line, read_run
+
+# what another command left in the run's folder -> (the section's id, its title, its renderer)
+SECTIONS: dict[str, tuple[str, str, Callable[[Mapping[str, Any]], str]]] = {
+    PROBE: ("probe", "Parameters", probe_section),
+    TASKS: ("tasks", "Tasks", tasks_section),
+    INSPECT: ("inspect", "Inspected", inspect_html.summary_section),
+}
 
 # --- a run --------------------------------------------------------------------------------------------
 
@@ -36,7 +45,10 @@ def _overview(summary: Summary) -> str:
     for e in summary.endpoints:
         req, tput = e.overall.requests, e.overall.throughput.output_tokens_per_s
         errors = ", ".join(f"{k}: {v}" for k, v in req.errors.items()) or "-"
-        cells = (m.fmt(e.overall.stat(m.key, s)) for m, s in _OVERVIEW)
+        count = {m.key: int(e.overall.stat(m.key, "n") or 0) for m, _ in _OVERVIEW}
+        cells = (
+            ("~" if thin(s, count[m.key]) else "") + m.fmt(e.overall.stat(m.key, s)) for m, s in _OVERVIEW
+        )
         rows.append((e.name, e.load, f"{req.ok}/{req.failed}", *cells, plots.num(tput, 1), errors))
     columns = (m.header(s) for m, s in _OVERVIEW)
     body = table(("endpoint", "load", "ok/failed", *columns, "tok/s total", "errors"), rows)
@@ -52,7 +64,8 @@ def _overview(summary: Summary) -> str:
         body += f'<h2 style="margin-top:14px">Per endpoint</h2><ul class="tight">{items}</ul>'
     if summary.interrupted:
         body += '<p class="about"><b>Interrupted</b>: results cover the requests that finished.</p>'
-    return section("overview", "Results", body, "Successful requests only; warm-up excluded.")
+    about = "Successful requests only; warm-up excluded. ~: fewer requests than the percentile is read from."
+    return section("overview", "Results", body, about)
 
 
 def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
@@ -96,8 +109,10 @@ def render_run(
     verify: dict[str, Any] | None = None,
     notes: Sequence[str] = (),
     inspected: Sequence[inspect_html.Link] = (),
+    others: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
-    """The page; ``inspected``: the endpoints an inspect card in the folder tells of, linked to it."""
+    """The page; ``inspected``: the endpoints an inspect card in the folder tells of, linked to it;
+    ``others``: probe.json, tasks.json and inspect.json read back, each its section."""
     sections, nav = [], []
     notes = [*notes, *(summary.run.warnings if summary is not None and summary.run is not None else ())]
     if notes:
@@ -112,13 +127,18 @@ def render_run(
     if verify is not None:
         sections.append(verify_section(verify))
         nav.append(("verify", "Verification"))
+    for name, (key, title, make) in SECTIONS.items():
+        if others and name in others:
+            sections.append(make(others[name]))
+            nav.append((key, title))
     if summary is not None:
         sections.append(_setup(summary))
         nav.append(("setup", "Configuration"))
     env = summary.run.environment if summary is not None and summary.run is not None else {}
     when = env.get("started_utc", "time not recorded")
     names = ", ".join(dict.fromkeys(e.name for e in summary.endpoints)) if summary is not None else ""
-    subtitle = f"{names or 'verification'} · {when} · lossless {env.get('lossless_version', '')}".strip()
+    what = names or ("verification" if verify is not None else ", ".join(others or ()))
+    subtitle = f"{what} · {when} · lossless {env.get('lossless_version', '')}".strip()
     return page("lossless report", subtitle, sections, nav)
 
 
@@ -137,7 +157,7 @@ def render_saved(run: SavedRun, run_dir: Path, inspected: Sequence[inspect_html.
     field on reading (``Summary.from_dict``); verify.json is a plain dict read back, so a field of the
     wrong shape in it is caught where the page reads it."""
     try:
-        return render_run(run.summary, run.records, run.verify, run.notes, inspected)
+        return render_run(run.summary, run.records, run.verify, run.notes, inspected, run.others)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise UsageError(
             f"{run_dir}: summary.json or verify.json is not shaped as lossless writes it "

@@ -13,19 +13,20 @@ from lossless.atomic import write_atomic
 from lossless.client.endpoints import public_url
 from lossless.inspect.run import Card, InspectResult
 from lossless.report import inspect_html
-from lossless.rundir import INSPECT, emit_json
+from lossless.rundir import INSPECT, INSPECT_PAGE, emit_json
 
 STYLE = {"evident": "green", "not evident": "red", "inconclusive": "yellow"}
 
 
-def emit(result: InspectResult, console: Console, as_json: bool, out_dir: Path | None) -> None:
+def emit(result: InspectResult, console: Console, as_json: bool, out_dir: Path | None) -> list[Path | None]:
     """The cards for people (stderr under --json), the JSON on stdout, inspect.json and inspect.html
-    under --out."""
+    under --out; the files written."""
     for c in result.cards:
         render(c, console)
-    emit_json(result, as_json, out_dir, INSPECT)
+    written = [emit_json(result, as_json, out_dir, INSPECT)]
     if out_dir is not None:  # beside inspect.json: a bench report in the folder links its cards
-        write_atomic(out_dir / "inspect.html", inspect_html.render(result.as_dict()))
+        written.append(write_atomic(out_dir / INSPECT_PAGE, inspect_html.render(result.as_dict())))
+    return written
 
 
 def _word(verdict: str) -> str:

@@ -277,3 +277,15 @@ def bench_section(found: Sequence[Link]) -> str:
     headers = ("endpoint", *CLAIMS.values(), "inspect")
     about = "What lossless inspect told of these endpoints by behaviour (inspect.json beside this report)."
     return section("inspected", "Inspected", grid(headers, rows), about)
+
+
+def summary_section(doc: Mapping[str, Any]) -> str:
+    """inspect.json read back (``lossless report``): each card's three words as one section (the cards
+    whole are inspect.html's)."""
+    cards = [c for c in doc.get("cards") or [] if isinstance(c, Mapping)]
+    rows = [
+        (escape(str((c.get("endpoint") or {}).get("name", "?"))), *(badge(word) for _, word in words(c)))
+        for c in cards
+    ]
+    heads = ("endpoint", *CLAIMS.values())
+    return section("inspect", "Inspected", grid(heads, rows), "inspect.json; the whole cards: inspect.html")

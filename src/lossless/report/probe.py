@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from lossless.client.endpoints import public_url
 from lossless.probe.run import ProbeResult
+from lossless.report.page import section, table
 from lossless.rundir import PROBE, emit_json
 
-VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "unsupported": "dim"}
+VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "unsupported": "dim",
+                 "inconclusive": "cyan"}  # fmt: skip
 
 
-def emit(result: ProbeResult, console: Console, as_json: bool, out_dir: Path | None) -> None:
-    """The table for people (stderr under --json), the JSON on stdout, probe.json under --out."""
+def emit(result: ProbeResult, console: Console, as_json: bool, out_dir: Path | None) -> list[Path | None]:
+    """The table for people (stderr under --json), the JSON on stdout, probe.json under --out; the file
+    written."""
     render(result, console)
-    emit_json(result, as_json, out_dir, PROBE)
+    return [emit_json(result, as_json, out_dir, PROBE)]
 
 
 def render(result: ProbeResult, console: Console) -> None:
@@ -32,3 +37,15 @@ def render(result: ProbeResult, console: Console) -> None:
         style = VERDICT_STYLE[c.verdict]
         table.add_row(c.name, f"[{style}]{c.verdict}[/{style}]", evidence, c.note)
     console.print(table)
+
+
+def probe_section(doc: Mapping[str, Any]) -> str:
+    """probe.json read back (``lossless report``): its checks as one section of the run's page."""
+    e = doc.get("endpoint") or {}
+    rows = [
+        (str(c.get("name", "?")), str(c.get("verdict", "?")),
+         ", ".join(f"{k}={v}" for k, v in (c.get("evidence") or {}).items()), str(c.get("note", "")))
+        for c in doc.get("checks") or []
+    ]  # fmt: skip
+    about = f"{e.get('name', '?')} ({e.get('base_url', '?')}, model {e.get('model', '?')}): probe.json"
+    return section("probe", "Parameters", table(("parameter", "verdict", "evidence", "note"), rows), about)

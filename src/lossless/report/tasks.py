@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -23,13 +25,11 @@ VERDICT_STYLE = {"equivalent": "green", "different": "red", "inconclusive": "yel
 
 def emit(
     result: TasksResult, console: Console, as_json: bool, out_dir: Path | None, html: Path | None = None
-) -> None:
+) -> list[Path | None]:
     """The tables for people (stderr under --json), the JSON on stdout, tasks.json under --out, the page
-    under --html."""
+    under --html; the files written."""
     render(result, console)
-    emit_json(result, as_json, out_dir, TASKS)
-    if html is not None:
-        write_atomic(html, render_html(result))
+    return [emit_json(result, as_json, out_dir, TASKS), html and write_atomic(html, render_html(result))]
 
 
 def render(result: TasksResult, console: Console) -> None:
@@ -181,3 +181,20 @@ def _per_task_section(result: TasksResult) -> str:
 def _interval_row(label: str, i: Interval) -> svg.Row:
     lo, hi = i.ci95 if i.ci95 else (None, None)
     return svg.Row(label, i.value or 0.0, lo, hi)
+
+
+def tasks_section(doc: Mapping[str, Any]) -> str:
+    """tasks.json read back (``lossless report``): success, time and cost per endpoint as one section."""
+
+    def interval(i: Any, fmt: str) -> str:
+        value = i.get("value") if isinstance(i, Mapping) else None
+        return "-" if value is None else format(value, fmt)
+
+    rows = [
+        (str(e.get("name", "?")), f"{e.get('successes', '?')}/{e.get('runs', '?')}",
+         interval(e.get("success_rate"), ".0%"), interval(e.get("mean_time_per_success"), ".2f"),
+         interval(e.get("cost_per_success"), ".4f"))
+        for e in doc.get("endpoints") or []
+    ]  # fmt: skip
+    heads = ("endpoint", "succeeded", "success rate", "mean s per success", "USD per success")
+    return section("tasks", "Tasks", table(heads, rows), f"task set {doc.get('task_set', '?')}: tasks.json")

@@ -8,18 +8,28 @@ from rich.markup import escape
 from rich.table import Table
 
 from lossless.analyze import METRICS, GroupStats, Metric, Summary
-from lossless.analyze.metrics import SHOWN_RATIOS
+from lossless.analyze.metrics import SHOWN_RATIOS, thin
 from lossless.report.notes import endpoint_notes, served_by
 
 _COLUMNS = tuple((m, stat) for m in METRICS for stat in m.terminal)
 _CLASS_COLUMNS = tuple((m, stat) for m in METRICS for stat in m.by_class)
 
 
+THIN_NOTE = "~ fewer requests than the percentile is read from (p90: 10, p99: 100): a rough figure"
+
+
 def _cell(g: GroupStats, m: Metric, stat: str) -> str:
     value = g.stat(m.key, stat)
+    mark = "~" if value is not None and thin(stat, int(g.stat(m.key, "n") or 0)) else ""
     if value is not None and m.key == "output_tps" and set(g.n_out_sources) == {"chunks"}:
-        return f"{value:.{m.digits}f} chunk/s"  # no usage and no tokenizer: chunks, not tokens
-    return m.fmt(value, unit=True)
+        return f"{mark}{value:.{m.digits}f} chunk/s"  # no usage and no tokenizer: chunks, not tokens
+    return mark + m.fmt(value, unit=True)
+
+
+def _thin_shown(summary: Summary) -> bool:
+    groups = [g for e in summary.endpoints for g in (e.overall, *e.classes.values())]
+    return any(thin(s, int(g.stat(m.key, "n") or 0)) for g in groups for m, s in _COLUMNS + _CLASS_COLUMNS
+               if g.stat(m.key, s) is not None)  # fmt: skip
 
 
 def _classes(summary: Summary, console: Console) -> None:
@@ -52,6 +62,8 @@ def render(summary: Summary, console: Console) -> None:
         )  # fmt: skip
     console.print(table)
     _classes(summary, console)
+    if _thin_shown(summary):
+        console.print(escape(THIN_NOTE))
     for e in summary.endpoints:
         notes = endpoint_notes(e)
         if notes:

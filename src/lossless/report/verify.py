@@ -24,12 +24,12 @@ TOOL_TESTS = ("tool-call triggers", "tool-call schema")
 
 def emit(
     result: VerifyResult, console: Console, as_json: bool, out_dir: Path | None, html: Path | None
-) -> None:
-    """The table for people (stderr under --json), the JSON on stdout, verify.json, the HTML page."""
+) -> list[Path | None]:
+    """The table for people (stderr under --json), the JSON on stdout, verify.json, the HTML page; the
+    files written."""
     render(result, console)
-    emit_json(result, as_json, out_dir, VERIFY)
-    if html is not None:
-        write_atomic(html, render_html(result.as_dict()))
+    page = html and write_atomic(html, render_html(result.as_dict()))
+    return [emit_json(result, as_json, out_dir, VERIFY), page]
 
 
 def render(result: VerifyResult, console: Console) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
+from lossless.console import phase
 from lossless.verify import collect
 from lossless.verify.collect import Caller, Drawn, Greedy
 from lossless.verify.decide import Agreement
@@ -54,10 +55,13 @@ async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
     gate = asyncio.Semaphore(config.concurrency)
     async with Wire(baseline, config.timeout) as wb, Wire(candidate, config.timeout) as wc:
         base, cand = Caller(wb, config.api, gate), Caller(wc, config.api, gate)
+        phase("verify: what each endpoint supports")
         caps = await asyncio.gather(detect(base), detect(cand))
         notes = _settle(base, cand, *caps)
         focus = await _focus(base, b.focus) if b.repeats and config.api == "completions" else ()
         s0 = config.seed * 4 * SEED_STRIDE
+        phase(f"verify: {b.samples} samples of {b.prompts} prompts, twice from the baseline, once from the "
+              f"candidate ({b.max_tokens} tokens each)")  # fmt: skip
         a1, a2, c1, c2 = await asyncio.gather(
             collect.draw(base, prompts, b.samples, b.max_tokens, s0),
             collect.draw(base, prompts, b.samples, b.max_tokens, s0 + SEED_STRIDE),
@@ -67,6 +71,7 @@ async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
                 s0 + 3 * SEED_STRIDE,
             ),
         )  # fmt: skip
+        phase("verify: the samples scored by the baseline")
         x1, x2, y = [await collect.scored(base, prompts, s) for s in (a1, a2, c1)]
         # every prompt's draws under its index in PROMPTS: the long sets', then the repeats'
         y2: list[list[Sample]] = [[] for _ in every]
@@ -76,6 +81,7 @@ async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
         tested = ([a + b for a, b in zip(x1, x2, strict=True)], with_repeats(y, y2))
         known = await _contexts_known(base, every, tested) if config.api == "completions" else {}
         agreement = await _agreement(base, cand, prompts, a1)
+        phase("verify: greedy answers and tasks")
         greedy = await asyncio.gather(*(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand)))
         solved, parity = await _tasks(base, cand, (baseline, candidate), tasks, config)
     agreement = agreement or greedy_agreement(*greedy)

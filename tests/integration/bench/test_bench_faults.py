@@ -19,10 +19,16 @@ from lossless.provision.counting import load_token_counter
 NO_USAGE = {"steps": [[0.002, "role", 0], *[[0.002, "content", 1]] * 6], "usage": "none"}
 
 
-def bench(args: list[str], out: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def bench(
+    args: list[str], out: Path | None = None, failed: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """bench's summary and records; ``failed``: endpoints whose every request fails, which bench names
+    after writing everything, and exits 2."""
     extra = ["--out", str(out)] if out else []
     result = CliRunner().invoke(main, ["bench", *args, "--json", *extra])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (2 if failed else 0), result.output
+    named = [line for line in result.stderr.splitlines() if line.startswith("error: endpoint ")]
+    assert [line.split("'")[1] for line in named] == list(failed), result.stderr
     assert "Traceback" not in result.stderr
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()] if out else []
     return json.loads(result.stdout), records
@@ -129,7 +135,7 @@ def test_a_malformed_chunk_is_one_failed_record_and_the_other_endpoints_go_on(
             f'[[endpoint]]\nname = "healthy"\nbase_url = "{server.url}"\nmodel = "m"\n'
             f'[[endpoint]]\nname = "odd"\nbase_url = "{odd.url}"\nmodel = "m"\n'
         )
-        summary, records = bench(["--endpoints", str(toml), "--requests", "5"], tmp_path / "run")
+        summary, records = bench(["--endpoints", str(toml), "--requests", "5"], tmp_path / "run", ("odd",))
     by_name = {e["name"]: e["requests"] for e in summary["endpoints"]}
     assert by_name["healthy"]["ok"] == 5 and by_name["odd"]["failed"] == 5
     assert by_name["odd"]["errors"] == {"malformed_stream": 5}

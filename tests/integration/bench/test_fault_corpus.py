@@ -118,8 +118,12 @@ def test_every_fault_is_recorded_with_its_kind_and_the_run_goes_on(
     args = ["bench", "--endpoints", str(toml), "--requests", "2", "--out", str(out), "--json"]
     args += ["--timeout-first-token", "1", "--timeout-total", "2", "--retries", "0"]
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
+    # every request of an endpoint that only fails failed: named with its cause, after all is written
+    assert result.exit_code == 2, result.output
     assert "Traceback" not in result.stderr
+    failing = {name for name, (_, kind) in FAULTS.items() if kind is not None}
+    named = {line.split("'")[1] for line in result.stderr.splitlines() if line.startswith("error: endpoint ")}
+    assert named == failing
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 2 * len(FAULTS)  # every request of every endpoint, each one line
     kinds: dict[str, set[str | None]] = {}

@@ -141,7 +141,10 @@ def test_a_progress_bar_counts_the_tasks_on_a_terminal_only(
         monkeypatch.setenv("FORCE_COLOR", "1")
         shown = CliRunner().invoke(tasks_command, args)
     assert logged.exit_code == shown.exit_code == 0, logged.output + shown.output
-    assert "tasks on" not in logged.stderr  # a log or a pipe stays clean
+    # a log or a pipe gets a plain line when the tasks start and one when they end, never a bar's redraw
+    said = [line for line in logged.stderr.splitlines() if line.startswith("tasks on")]
+    assert len(said) == 2 and said[0].endswith(": 3 to go") and "done in" in said[1], logged.stderr
+    assert "3/3" not in logged.stderr
     assert "tasks on" in shown.stderr and "3/3" in shown.stderr
 
 

@@ -154,6 +154,9 @@ def test_cli_small_budget_is_inconclusive_not_equivalent(baseline_url: str, talk
         )
     assert result.exit_code == 3, result.stderr
     assert "would settle it" in result.stdout
+    # a long command says what it is doing, a line per phase (stderr is no terminal here)
+    said = result.stderr
+    assert "verify: what each endpoint supports" in said and "verify: greedy answers" in said
 
 
 def test_cli_errors_are_one_line_exit_2(baseline_url: str) -> None:

@@ -81,4 +81,4 @@ def test_compare_plain_table_on_stdout_when_piped(tmp_path: Path) -> None:
 
 def test_report_of_a_folder_without_runs_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
-    assert result.exit_code == 2 and "neither summary.json" in result.stderr
+    assert result.exit_code == 2 and "holds no run" in result.stderr
