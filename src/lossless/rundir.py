@@ -35,8 +35,6 @@ RECORDS, SUMMARY, SUMMARY_CSV = "records.jsonl", "summary.json", "summary.csv"
 BENCH_FILES = (RECORDS, SUMMARY, SUMMARY_CSV)  # what bench --out writes
 PROBE, VERIFY, INSPECT, TASKS = "probe.json", "verify.json", "inspect.json", "tasks.json"
 REPORT, INSPECT_PAGE = "report.html", "inspect.html"
-# every file a command's --out writes: a folder holding any of them holds a run
-RUN_FILES = (RECORDS, SUMMARY, SUMMARY_CSV, PROBE, VERIFY, INSPECT, INSPECT_PAGE, TASKS, REPORT)
 
 _HEAD = ("name", "load", "class", "ok", "failed", "cancelled", "attempts", "output_tokens_per_s",
          "requests_per_s", "goodput_requests_per_s", "cost_per_ok_request_usd", "errors")  # fmt: skip

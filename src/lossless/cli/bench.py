@@ -25,7 +25,7 @@ from lossless.cli.common import (
     renamed,
     wrote,
 )
-from lossless.rundir import BENCH_FILES
+from lossless.rundir import BENCH_FILES, REPORT
 from lossless.validate import float_list, int_list
 
 B = BenchOptions()
@@ -247,7 +247,9 @@ def bench(overwrite: bool, **flags: Any) -> None:
     from lossless.report import bench as show
 
     options = bench_options(**flags)
-    outputs(options.out_dir, BENCH_FILES, options.html, overwrite=overwrite, resume=options.resume)
+    # a report.html beside the run is made from its files: stale once they are replaced
+    owned = (*BENCH_FILES, REPORT)
+    outputs(options.out_dir, owned, options.html, overwrite=overwrite, resume=options.resume)
     summary, records = run_bench(options)
     console = people_console(stderr=options.as_json)
     wrote(show.emit(summary, records, console, options.as_json, options.out_dir, options.html))

@@ -22,7 +22,6 @@ import click
 
 from lossless import validate
 from lossless.errors import LosslessError, UsageError
-from lossless.rundir import RUN_FILES
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -153,11 +152,13 @@ def outputs(
 ) -> None:
     """--out and --html can be written: checked before the run, so that no result is lost to a late
     failure (a file where a folder should be, a read-only disk). A --out folder that holds another run
-    is refused, so that no old file is left beside the new ones, unless ``overwrite`` (its run's files
-    are removed now) or ``resume`` (bench continues the run that is there)."""
+    of this command (any of ``files``, what it writes there) is refused, so that no old file is left
+    beside the new ones, unless ``overwrite`` (those files are removed now) or ``resume`` (bench
+    continues the run that is there). Other commands' files stay: inspect's cards beside a bench run
+    are what its report links to."""
     if folder is not None:
         validate.writable_dir(folder, "--out", files)
-        there = [name for name in RUN_FILES if (folder / name).is_file()]
+        there = [name for name in files if (folder / name).is_file()]
         if there and overwrite:
             for name in there:
                 (folder / name).unlink()

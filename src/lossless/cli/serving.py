@@ -13,8 +13,8 @@ from lossless import validate
 from lossless.cli.common import SEED, SEED_HELP, THREADS, FiniteFloat, examples, friendly_errors, outputs
 from lossless.demo.options import QUICK_DEMO, DemoOptions
 from lossless.draft.recipe import Recipe
-from lossless.engine.cpu import DTYPES
 from lossless.engine.speculate.spec import DEFAULT_K, DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE
+from lossless.engine.weights.dtype import DTYPES
 from lossless.errors import LosslessError
 from lossless.rundir import BENCH_FILES, REPORT, VERIFY
 from lossless.server.options import ServeOptions
@@ -93,8 +93,15 @@ def _threshold_help() -> str:
     default=S.dtype,
     show_default=True,
     type=click.Choice(DTYPES),
-    help="auto: bfloat16 where the CPU computes it natively, else float32 (the reason is printed).",
+    help="The weights' numerics. auto: a GGUF's own Q4 blocks (int4) where the file stores them, else "
+    "bfloat16 where the CPU computes it natively, else float32; what it chose and why is printed.",
 )
+@click.option(
+    "--int4-kernel", default=None, type=click.Choice(["auto", "q8", "torch"]), show_default="auto",
+    help="What multiplies int4 layers: q8, ours (llama.cpp's Q4 x Q8 product, activations rounded to "
+    "int8 per block of 32), or torch (bfloat16 activations); auto: ours where it builds. The variable "
+    "LOSSLESS_INT4_KERNEL says the same.",
+)  # fmt: skip
 @click.option(
     "--max-queue",
     default=S.max_queue,
