@@ -14,6 +14,7 @@ is above 1. The load average is printed before and after.
                      compiled (torch.compile; its start-up cost is printed), plainly or speculatively;
                      bfloat16 and int4 process prompts in float32 where the engine finds that faster
     llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain
+    default:         the engine `lossless serve` with no flags serves
 
     python benchmarks/engine_speed.py --threads 2 [--rows ...] [--suites chat grounded]
 """
@@ -47,12 +48,24 @@ ROWS = {
     "float32": ("float32", False, "none", "auto"),
     "bfloat16": ("bfloat16", False, "none", "auto"),
     "int4": ("int4", False, "none", "auto"),
+    "int4 + ngram": ("int4", False, "ngram", "auto"),
+    "int4 + dspark": ("int4", False, "dspark", "auto"),
     "int4 compiled": ("int4", True, "none", "auto"),
     "int4 compiled + ngram": ("int4", True, "ngram", "auto"),
     "int4 compiled + dspark": ("int4", True, "dspark", "auto"),
     "int4 torch-kernel compiled": ("int4", True, "none", "torch"),
     "int4 torch-kernel compiled + dspark": ("int4", True, "dspark", "torch"),
 }
+
+
+def default(path: Path, context: int) -> Run:
+    """The engine ``lossless serve`` with no flags gets (its dtype, kernel, prompt numerics, drafter)."""
+    from lossless.server.main import load_model
+    from lossless.server.options import ServeOptions
+
+    engine = load_model(ServeOptions(model=str(path), max_context=context)).engine
+    print(f"  default: {engine.dtype}, drafter {engine.spec}", file=sys.stderr)
+    return _runner(engine)
 
 
 def ours(path: Path, dtype: str, compiled: bool, spec: str, kernel: str, context: int) -> Run:
@@ -63,7 +76,10 @@ def ours(path: Path, dtype: str, compiled: bool, spec: str, kernel: str, context
         engine.use_drafter(parse_drafter_spec(spec))
     if compiled:  # as `serve --compile` does: the target's graphs, and a draft head's pass
         print(f"  {dtype} {spec}: compiled in {engine.compile():.1f} s", file=sys.stderr)
+    return _runner(engine)
 
+
+def _runner(engine: Engine) -> Run:
     def run(ids: list[int], n: int) -> None:
         for _ in engine.generate(ids, SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)):
             pass
@@ -119,7 +135,7 @@ def paired_ratio(mine: list, reference: list) -> tuple[float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2 Q4_1)")
-    ap.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    ap.add_argument("--rows", nargs="+", default=list(ROWS), choices=[*ROWS, "default"])
     ap.add_argument("--suites", nargs="+", default=["chat", "grounded"], choices=list(SUITES))
     ap.add_argument("--prompts", type=int, default=3, help="prompts per suite")
     ap.add_argument("--new-tokens", type=int, default=128)
@@ -134,7 +150,8 @@ def main() -> None:
         file=sys.stderr,
     )
     runs = {"llama.cpp": llama_cpp(path, opts.threads, context)}
-    runs |= {name: ours(path, *ROWS[name], context) for name in opts.rows}
+    runs |= {name: default(path, context) if name == "default" else ours(path, *ROWS[name], context)
+             for name in opts.rows}  # fmt: skip
     encoder = Engine.load(path, max_context=context)
     print(f"{'suite':<10}{'engine':<26}{'tok/s':>8}{'vs llama.cpp':>14}{'95% CI':>14}{'T(1) ms':>10}")
     for suite in opts.suites:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from lossless.demo.options import QUICK_BUDGET
-from lossless.engine.cpu import resolve_dtype
+from lossless.engine.weights.dtype import resolve_dtype
+from lossless.models import resolve
 
 pytestmark = pytest.mark.slow
 
@@ -50,4 +51,4 @@ def test_quick_demo_summarises_and_writes_the_report(tmp_path: Path) -> None:
     greedy = json.loads((out / "verify.json").read_text())["greedy"]
     prompts = QUICK_BUDGET.prompts
     parted = round((1 - greedy["candidate_match"]) * prompts)
-    assert parted <= (1 if resolve_dtype("auto")[0] == "float32" else (prompts + 1) // 2), greedy
+    assert parted <= (1 if resolve_dtype("auto", resolve())[0] == "float32" else (prompts + 1) // 2), greedy

@@ -5,7 +5,7 @@ engine.py   ``Engine``: load a checkpoint, build its drafter, turn requests into
 speculate/  draft -> verify -> accept with exact rejection sampling; n-gram, draft-model and DSpark drafters
 weights/    checkpoints read (GGUF, Hugging Face), int4 blocks and their kernels, the packed output layer
 model/      the network, sampling, generation, constrained decoding, the tokenizer
-cpu.py      ``flags()``, ``resolve_dtype()``: what this CPU computes, read once (torch-free)
+cpu.py      ``flags()``, ``native_bfloat16()``: what this CPU computes, read once (torch-free)
 
 Importing the package imports nothing: ``engine.cpu`` and ``speculate.spec`` are torch-free, for the CLI.
 """

@@ -54,12 +54,12 @@ class Served:
 @contextmanager
 def serve_embedded(spec: Embedded, *, speculative: bool = False) -> Iterator[Served]:
     """Load the model once and serve it (twice with ``speculative``) on 127.0.0.1 until the block ends."""
-    from lossless.engine.cpu import resolve_dtype
+    from lossless.engine.weights.dtype import resolve_dtype
     from lossless.server.launch import start_embedded
     from lossless.server.main import load_model
     from lossless.server.options import ServeOptions
 
-    dtype, reason = resolve_dtype(spec.dtype)
+    dtype, reason = resolve_dtype(spec.dtype, models.resolve(spec.model))
     plain = ServeOptions(port=0, model=spec.model, dtype=dtype)
     loaded = load_model(plain)
     sides = {"embedded": plain}

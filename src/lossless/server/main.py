@@ -12,9 +12,9 @@ from pathlib import Path
 import uvicorn
 
 from lossless import models
-from lossless.engine.cpu import resolve_dtype
 from lossless.engine.engine import Engine
 from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.weights.dtype import resolve_dtype
 from lossless.errors import UsageError
 from lossless.server.app import RequestContext, create_app
 from lossless.server.connection import guarded_h11
@@ -42,8 +42,8 @@ def load_model(config: ServeOptions) -> LoadedModel:
         import torch
 
         torch.set_num_threads(config.threads)
-    dtype, _ = resolve_dtype(config.dtype)
-    engine = Engine.load(path, dtype=dtype, max_context=config.max_context)
+    dtype, _ = resolve_dtype(config.dtype, path)
+    engine = Engine.load(path, dtype=dtype, max_context=config.max_context, int4_kernel=config.int4_kernel)
     spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
     engine.use_drafter(spec)
     compile_s = engine.compile() if config.compile else None
@@ -129,7 +129,7 @@ def uvicorn_server(app: RequestContext, limits: Limits = DEFAULT_LIMITS) -> uvic
 
 
 def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
-    dtype, reason = resolve_dtype(config.dtype)
+    dtype, reason = resolve_dtype(config.dtype, models.resolve(config.model))
     config = replace(config, dtype=dtype)
     loaded = load_model(config)
     sock = bind(config.host, config.port)

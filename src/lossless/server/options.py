@@ -13,7 +13,8 @@ class ServeOptions:
     model: str | None = None  # embedded model name or a checkpoint path; None -> the default model
     host: str = "127.0.0.1"  # loopback unless the user asks otherwise
     port: int = 8000
-    dtype: str = "auto"  # weights are dequantized to this at load; auto -> `resolve_dtype`
+    dtype: str = "auto"  # the weights' numerics; auto: the fastest exact for file and CPU (`resolve_dtype`)
+    int4_kernel: str | None = None  # int4 layers: auto, q8 (ours) or torch; None: LOSSLESS_INT4_KERNEL
     max_queue: int = 64  # waiting requests beyond this get 429
     max_context: int | None = None  # cap on prompt + generated tokens; None -> the model's
     speculative: str = "none"  # drafter spec: ngram, draft:PATH, dspark[:DIR] or none (`parse_drafter_spec`)

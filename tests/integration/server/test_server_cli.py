@@ -65,13 +65,13 @@ def test_serve_int4_compiled_says_so_and_answers(tiny_checkpoint: Path, tmp_path
         assert said[0] == "lossless: int4 weights (the file's Q4_0 / Q4_1 blocks), as asked"
         kernel_name, why = kernel()
         assert said.pop(1) == f"lossless: int4 layers on {why}"
-        # prompts in float32 where the CPU has no bfloat16 instructions, else whichever measured faster
-        assert said[1].startswith("lossless: prompts processed in ")
-        wide = said[1].startswith("lossless: prompts processed in float32 (")
+        # prompts in float32 where the CPU has no bfloat16 instructions, else in int4's own numerics
         if not native_bfloat16():
-            assert wide and "this CPU has no bfloat16 instructions" in said[1]
-        else:  # measured at start-up; such a CPU also packs the output layer's weight once, and says so
-            assert " ms in int4, measured at start-up)" in said[1] or " ms in float32, measured" in said[1]
+            assert said[1].startswith("lossless: prompts processed in float32 (this CPU has no bfloat16")
+        else:  # such a CPU also packs the output layer's weight once, and says so
+            native = ", ".join(native_bfloat16())
+            said_it = f"lossless: prompts processed in int4 (this CPU has bfloat16 instructions: {native})"
+            assert said[1] == said_it
         packed = ["lossless: output layer on oneDNN's packed bfloat16 weight (this CPU computes bfloat16)"]
         assert said[2:-1] == (packed if can_pack() else [])
         assert said[-1].startswith("lossless: forward passes compiled in ") and said[-1].endswith(
@@ -80,7 +80,7 @@ def test_serve_int4_compiled_says_so_and_answers(tiny_checkpoint: Path, tmp_path
         body = {"model": "tiny-q4_1", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 5}
         with httpx.Client(trust_env=False, timeout=60) as client:
             reply = client.post(url + "/chat/completions", json=body).json()
-        prompts = "-float32prompts" if wide else ""
+        prompts = "" if native_bfloat16() else "-float32prompts"
         dtype = "int4q8" if kernel_name == "q8" else "int4"
         fingerprint = f"-{dtype}{prompts}{'-packed' if can_pack() else ''}-compiled-ngram"
         assert reply["system_fingerprint"].endswith(fingerprint)

@@ -1,5 +1,6 @@
-"""``--dtype auto``: bfloat16 where the CPU has bfloat16 instructions, float32 elsewhere; whatever loads
-weights sees the dtype it became, never "auto"."""
+"""``--dtype auto``: a GGUF's own Q4 blocks (int4) where the file stores them, else bfloat16 where the
+CPU has bfloat16 instructions, float32 elsewhere; chosen from the file and the CPU's features alone;
+whatever loads weights sees the dtype it became, never "auto"."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lossless.engine.cpu import DTYPES, resolve_dtype
+from lossless.engine.weights.dtype import DTYPES, resolve_dtype
 from lossless.errors import UsageError
 from lossless.server.options import ServeOptions
 
@@ -33,7 +34,7 @@ def test_auto_is_bfloat16_only_with_bfloat16_instructions(
     path = tmp_path / "cpuinfo"
     if cpuinfo is not None:
         path.write_text(cpuinfo)
-    got, reason = resolve_dtype("auto", path)
+    got, reason = resolve_dtype("auto", cpuinfo=path)
     assert got == dtype
     assert reason.startswith(f"{dtype} weights (auto): ") and "\n" not in reason and len(reason) < 100
 
@@ -55,3 +56,20 @@ def test_served_models_are_loaded_in_the_resolved_dtype(tiny_checkpoint: Path) -
     assert loaded.engine.dtype == resolve_dtype("auto")[0]
     speculative = decoding_as(loaded, ServeOptions(speculative="ngram"))
     assert speculative.engine.dtype == loaded.engine.dtype and speculative.engine.model is loaded.engine.model
+
+
+@pytest.mark.parametrize(
+    ("quant", "dtype"), [("Q4_1", "int4"), ("Q4_0", "int4"), ("Q8_0", None), ("F32", None)]
+)
+def test_auto_serves_a_gguf_s_own_q4_blocks_and_other_files_by_the_cpu(
+    tiny_checkpoint: Path, tmp_path: Path, quant: str, dtype: str | None
+) -> None:
+    from gguf import GGMLQuantizationType
+    from tiny_gguf import write_gguf
+
+    path = write_gguf(tiny_checkpoint, tmp_path / f"tiny-{quant}.gguf", GGMLQuantizationType[quant])
+    got, reason = resolve_dtype("auto", path)
+    assert got == (dtype or resolve_dtype("auto")[0])
+    if dtype == "int4":
+        assert reason == f"int4 weights (auto): the file's own {quant} blocks, multiplied as they are"
+    assert resolve_dtype("auto", tiny_checkpoint) == resolve_dtype("auto")  # a folder: by the CPU
