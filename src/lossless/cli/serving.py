@@ -76,8 +76,8 @@ def _threshold_help() -> str:
 
 @click.command(
     epilog=examples(
-        "lossless serve                             # the embedded model on 127.0.0.1:8000",
-        "lossless serve --speculative dspark --dtype int4 --compile",
+        "lossless serve                             # the embedded model on 127.0.0.1:8000 (int4 + dspark)",
+        "lossless serve --speculative none --dtype bfloat16   # plain decoding, a baseline",
         "lossless serve --model ./model.gguf --port 8080 --speculative ngram",
         'curl -s 127.0.0.1:8000/v1/chat/completions -d \'{"messages": [{"role": "user", "content": "Hi"}]}\'',
     )
@@ -135,11 +135,12 @@ def _threshold_help() -> str:
 @friendly_errors
 def serve(**opts: Any) -> None:
     """Serve a model behind an OpenAI-compatible HTTP API."""
-    from lossless.engine.speculate.spec import parse_drafter_spec
+    from lossless.engine.speculate.spec import parse_drafter_spec, resolve_drafter
     from lossless.server.main import serve as run_server
 
     config = ServeOptions(**opts)
-    parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
+    drafter = resolve_drafter(config.speculative, config.model)
+    parse_drafter_spec(drafter, config.spec_k, config.spec_threshold, config.spec_tree)
     run_server(config)  # a bad spec failed above, before the model loads
 
 
@@ -236,8 +237,8 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
 @click.option(
     "--speculative",
     default=None,
-    help="The speculative server's drafter: dspark, ngram or draft:PATH [dspark for the embedded model, "
-    "whose head it is; ngram for another].",
+    help="The speculative server's drafter: auto, dspark, ngram or draft:PATH [auto: dspark for the "
+    "embedded model, whose head it is; ngram for another].",
 )
 @click.option(
     "--dtype", default=D.embedded.dtype, show_default=True, type=click.Choice(DTYPES),

@@ -18,10 +18,6 @@ from lossless import models
 from lossless.client.endpoints import Endpoint
 
 
-def default_drafter(model: str | None) -> str:
-    return "dspark" if model in (None, models.DEFAULT_MODEL) else "ngram"
-
-
 def drafter_name(spec: str) -> str:
     """A ``--speculative`` spec in words, for people."""
     kind, _, path = spec.partition(":")
@@ -36,11 +32,13 @@ class Embedded:
 
     model: str | None = None  # embedded model name or checkpoint path; None: the default model
     dtype: str = "auto"  # auto: bfloat16 where this CPU computes it natively, else float32
-    drafter: str | None = None  # the speculative server's; None: default_drafter(model)
+    drafter: str | None = None  # the speculative server's; None or auto: serve's (`spec.auto_drafter`)
 
     @property
     def speculative(self) -> str:
-        return self.drafter if self.drafter is not None else default_drafter(self.model)
+        from lossless.engine.speculate.spec import resolve_drafter
+
+        return resolve_drafter(self.drafter or "auto", self.model)
 
 
 @dataclass(frozen=True)
@@ -60,11 +58,12 @@ def serve_embedded(spec: Embedded, *, speculative: bool = False) -> Iterator[Ser
     from lossless.server.options import ServeOptions
 
     dtype, reason = resolve_dtype(spec.dtype, models.resolve(spec.model))
-    plain = ServeOptions(port=0, model=spec.model, dtype=dtype)
-    loaded = load_model(plain)
-    sides = {"embedded": plain}
-    if speculative:
-        sides = {"plain": plain, "speculative": replace(plain, speculative=spec.speculative)}
+    # one server decodes as lossless serve does by default; two (``speculative``): plainly, and with
+    # the drafter, over one copy of the weights
+    alone = ServeOptions(port=0, model=spec.model, dtype=dtype, speculative=spec.speculative)
+    plain = replace(alone, speculative="none")
+    loaded = load_model(plain if speculative else alone)
+    sides = {"plain": plain, "speculative": alone} if speculative else {"embedded": alone}
     with ExitStack() as stack:
         found = tuple(
             Endpoint(name, stack.enter_context(start_embedded(config, loaded=loaded)), loaded.name)

@@ -13,7 +13,7 @@ import uvicorn
 
 from lossless import models
 from lossless.engine.engine import Engine
-from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.speculate.spec import parse_drafter_spec, resolve_drafter
 from lossless.engine.weights.dtype import resolve_dtype
 from lossless.errors import UsageError
 from lossless.server.app import RequestContext, create_app
@@ -44,7 +44,8 @@ def load_model(config: ServeOptions) -> LoadedModel:
         torch.set_num_threads(config.threads)
     dtype, _ = resolve_dtype(config.dtype, path)
     engine = Engine.load(path, dtype=dtype, max_context=config.max_context, int4_kernel=config.int4_kernel)
-    spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
+    drafter = resolve_drafter(config.speculative, path)
+    spec = parse_drafter_spec(drafter, config.spec_k, config.spec_threshold, config.spec_tree)
     engine.use_drafter(spec)
     compile_s = engine.compile() if config.compile else None
     requested = config.model or models.DEFAULT_MODEL
@@ -59,8 +60,10 @@ def decoding_as(loaded: LoadedModel, config: ServeOptions) -> LoadedModel:
     The drafter lives on the engine, so a second mode needs a second engine (`Engine.with_drafter`). It
     shares the weights *and the KV cache*, and the lock that guards them: two servers on one engine take
     turns request by request, and can never interleave two generations. ``config.dtype`` plays no part:
-    the weights are loaded already.
+    the weights are loaded already, and ``auto`` keeps the drafter it was loaded with.
     """
+    if config.speculative == "auto":
+        return loaded
     spec = parse_drafter_spec(config.speculative, config.spec_k, config.spec_threshold, config.spec_tree)
     current = getattr(loaded.engine, "spec", None) or parse_drafter_spec("none")
     if current == spec:

@@ -17,7 +17,7 @@ class ServeOptions:
     int4_kernel: str | None = None  # int4 layers: auto, q8 (ours) or torch; None: LOSSLESS_INT4_KERNEL
     max_queue: int = 64  # waiting requests beyond this get 429
     max_context: int | None = None  # cap on prompt + generated tokens; None -> the model's
-    speculative: str = "none"  # drafter spec: ngram, draft:PATH, dspark[:DIR] or none (`parse_drafter_spec`)
+    speculative: str = "auto"  # drafter: auto, ngram, draft:PATH, dspark[:DIR] or none (`parse_drafter_spec`)
     spec_k: int | None = None  # longest draft per step; None -> the drafter's default
     spec_threshold: float | None = None  # draft models: stop after a token below this probability
     spec_tree: int | None = None  # dspark: candidate tokens per step in a tree (None, 0: one chain)

@@ -12,12 +12,12 @@ from lossless.cli import main
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["--speculative", "eagle"], "expected ngram, draft:PATH"),
+        (["--speculative", "eagle"], "expected auto (dspark for the embedded"),
         (["--speculative", "draft:/no/such.gguf"], "no such file"),
         (["--speculative", "ngram", "--spec-k", "0"], "--spec-k"),
         (["--speculative", "draft:/", "--spec-threshold", "2"], "--spec-threshold"),
         (["--speculative", "dspark:/no/such/head"], "no such file"),
-        (["--speculative", "ngram:/tmp"], "expected ngram, draft:PATH"),
+        (["--speculative", "ngram:/tmp"], "expected auto (dspark for the embedded"),
         (["--speculative", "ngram", "--spec-tree", "4"], "--spec-tree"),
     ],
 )

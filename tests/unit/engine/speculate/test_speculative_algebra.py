@@ -153,9 +153,9 @@ def test_parse_drafter_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     "spec,k,threshold,tree,needle",
     [
-        ("eagle", None, None, None, "expected ngram, draft:PATH"),
-        ("draft:", None, None, None, "expected ngram, draft:PATH"),
-        ("ngram:3", None, None, None, "expected ngram, draft:PATH"),
+        ("eagle", None, None, None, r"expected auto \(dspark for the embedded"),
+        ("draft:", None, None, None, r"expected auto \(dspark for the embedded"),
+        ("ngram:3", None, None, None, r"expected auto \(dspark for the embedded"),
         ("draft:/no/such/file.gguf", None, None, None, "no such file"),
         ("ngram", 0, None, None, "--spec-k"),
         ("ngram", None, 1.5, None, "--spec-threshold"),
