@@ -2,10 +2,11 @@
 
 One choice for every command (bench, probe, verify, demo): with no URL, the embedded model (or the
 checkpoint ``--model`` names) is served as ``lossless serve`` serves it by default - weights in the
-fastest exact dtype for this CPU (``auto``), plain decoding. A command that compares modes (verify, demo)
-adds a second server on the same weights, decoding speculatively with the default drafter: the trained
-DSpark head for the embedded model, whose head it is, n-gram prompt lookup for any other checkpoint.
-Two servers share one engine (one copy of the weights, one KV cache, which the engine guards itself).
+fastest exact dtype for this file and CPU (``auto``), decoding speculatively with the auto drafter (the
+trained DSpark head for the embedded model, whose head it is, n-gram prompt lookup for any other
+checkpoint). A command that compares modes (verify, demo) adds a second server on the same weights
+that decodes plainly. Two servers share one engine (one copy of the weights, one KV cache, which the
+engine guards itself).
 """
 
 from __future__ import annotations
