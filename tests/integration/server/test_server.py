@@ -383,12 +383,17 @@ def test_a_waiting_non_streaming_client_that_leaves_stops_too(client: httpx.Clie
 
 def test_full_queue_answers_429_and_the_queue_is_fifo(client: httpx.Client, base_url: str) -> None:
     response, _ = open_stream(client, max_tokens=CONTEXT)  # on the engine for about a second
-    finished: dict[str, float] = {}
+    started: dict[str, float] = {}
 
     def queued(name: str) -> None:
+        # when its first token arrives, not when it ends: the engine serves one generation at a time, so
+        # the second's first token comes 15 tokens after the first's, a margin that thread scheduling on a
+        # busy machine does not eat (two 2-token answers ended 0.2 ms apart, recorded in either order)
         with httpx.Client(base_url=base_url, trust_env=False, timeout=30) as own:
-            assert greedy_chat(own, max_tokens=2).status_code == 200
-        finished[name] = time.monotonic()
+            stream, lines = open_stream(own, max_tokens=16)
+            started[name] = time.monotonic()
+            assert stream.status_code == 200 and "data: [DONE]" in lines
+            stream.close()
 
     threads = []
     for depth, name in enumerate(["first", "second"], start=1):
@@ -405,4 +410,4 @@ def test_full_queue_answers_429_and_the_queue_is_fifo(client: httpx.Client, base
     assert refused.status_code == 429
     assert int(refused.headers["retry-after"]) >= 1
     assert refused.json()["error"]["type"] == "rate_limit_error"
-    assert finished["first"] < finished["second"]
+    assert started["first"] < started["second"]

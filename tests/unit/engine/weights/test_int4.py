@@ -186,9 +186,10 @@ def test_an_int4_targets_draft_without_q4_blocks_is_loaded_dense(
     assert sum(len(d.token_ids) for d in deltas) == 12
 
 
-def int4_micro_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
+def int4_micro_pair(compiled: bool) -> tuple[torch.nn.Module, torch.nn.Module]:
     """test_speculative_mc's target and draft, computing in bfloat16 through int4 layers made from Q4_1
-    blocks of their own weights, the target compiled."""
+    blocks of their own weights (on the kernel `lossless serve` picks here), the target eager or
+    compiled."""
     target, draft = micro_pair()
     for model in (target, draft):
         model.to(torch.bfloat16)
@@ -200,16 +201,19 @@ def int4_micro_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
                 layers[name] = q4_weight("Q4_1", raw, (rows, cols))
         use_int4(model, layers)
         model.setup_cache(64)
-    target.compile_forward()
+    if compiled:
+        target.compile_forward()
     return target, draft
 
 
 @pytest.mark.slow  # compiles (~30 s the first time on 2 cores) and draws 3000 samples
 @pytest.mark.parametrize("accept", ["exact", "no residual"])
-def test_compiled_int4_speculative_keeps_the_targets_distribution(accept: str) -> None:
-    """The chi-square proof of test_speculative_mc on the served fast path (int4, compiled), and its
-    mutation (a rejection that does not resample from the residual) failing the same test."""
-    target, draft = int4_micro_pair()
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager (serve's default)", "compiled"])
+def test_int4_speculative_keeps_the_targets_distribution(compiled: bool, accept: str) -> None:
+    """The chi-square proof of test_speculative_mc on the served paths (int4 eager, as `lossless serve`
+    serves the embedded model by default, and compiled), and its mutation (a rejection that does not
+    resample from the residual) failing the same test."""
+    target, draft = int4_micro_pair(compiled)
     prompt, params = [1, 5, 2, 7, 3], SamplingParams(temperature=0.9, top_k=4)
     truth = transformer_truth(target, prompt, params)
     rule = accept_draft if accept == "exact" else accept_no_residual
