@@ -32,7 +32,7 @@ class Embedded:
     """How the embedded model is served when a command is given no URL."""
 
     model: str | None = None  # embedded model name or checkpoint path; None: the default model
-    dtype: str = "auto"  # auto: bfloat16 where this CPU computes it natively, else float32
+    dtype: str = "auto"  # auto: `resolve_dtype` (int4 for a Q4 GGUF, else bfloat16 or float32 by the CPU)
     drafter: str | None = None  # the speculative server's; None or auto: serve's (`spec.auto_drafter`)
 
     @property

@@ -60,7 +60,8 @@ def decoding_as(loaded: LoadedModel, config: ServeOptions) -> LoadedModel:
     The drafter lives on the engine, so a second mode needs a second engine (`Engine.with_drafter`). It
     shares the weights *and the KV cache*, and the lock that guards them: two servers on one engine take
     turns request by request, and can never interleave two generations. ``config.dtype`` plays no part:
-    the weights are loaded already, and ``auto`` keeps the drafter it was loaded with.
+    the weights are loaded already, and ``auto`` keeps the drafter it was loaded with (``config.model``
+    need not name the loaded model: tests serve a tiny one under default options).
     """
     if config.speculative == "auto":
         return loaded
