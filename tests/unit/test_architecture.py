@@ -38,11 +38,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the one error tree
 )
 ENGINE: tuple[tuple[str, ...], ...] = (  # engine/'s parts, top first
+    ("compile_cache",),  # an Engine's compiled graphs on disk, and made while it serves
     ("engine",),  # engine.py: the Engine the server drives
     ("speculate",),  # drafters and exact acceptance
     ("weights",),  # checkpoints read, int4 blocks and their kernels
     ("model",),  # the network, sampling, generation, the tokenizer
-    ("cpu",),  # what this CPU computes
+    ("cpu", "torch_thread"),  # what this CPU computes; torch work on threads that end with it
 )
 
 
@@ -193,7 +194,7 @@ def test_an_import_up_or_sideways_is_caught() -> None:
     ]
     assert _against_the_layers(graph, ENGINE, depth=2, inside="lossless.engine.") == [
         "lossless.engine.model.sampling -> lossless.engine.speculate.spec "
-        "(model, layer 3 -> speculate, layer 1)"
+        "(model, layer 4 -> speculate, layer 2)"
     ]
 
 

@@ -17,7 +17,7 @@ from lossless.engine.speculate.spec import DEFAULT_K, DEFAULT_THRESHOLD, DSPARK_
 from lossless.engine.weights.dtype import DTYPES
 from lossless.errors import LosslessError
 from lossless.rundir import BENCH_FILES, REPORT, VERIFY
-from lossless.server.options import ServeOptions
+from lossless.server.options import COMPILE_MODES, ServeOptions
 
 S, D, Q, R = ServeOptions(), DemoOptions(), QUICK_DEMO, Recipe()
 
@@ -29,11 +29,22 @@ def models() -> None:
 
 @models.command(
     "pull",
-    epilog=examples("lossless models pull", "LOSSLESS_HOME=/data/lossless lossless models pull"),
+    epilog=examples(
+        "lossless models pull",
+        "lossless models pull --compile",
+        "LOSSLESS_HOME=/data/lossless lossless models pull",
+    ),
 )
 @click.argument("name", required=False)
+@click.option(
+    "--compile",
+    "compile_",
+    is_flag=True,
+    help="Also compile what `lossless serve` serves by default into $LOSSLESS_HOME/compiled (minutes on "
+    "a small CPU, once): the server then swaps compiled graphs in within seconds of starting.",
+)
 @friendly_errors
-def models_pull(name: str | None) -> None:
+def models_pull(name: str | None, compile_: bool) -> None:
     """Fetch an embedded model (default: smollm2-135m-instruct) into the cache."""
     from lossless import models as cache
 
@@ -44,6 +55,13 @@ def models_pull(name: str | None) -> None:
         validate.writable_dir(cache.models_dir(), "the model cache ($LOSSLESS_HOME/models)")
     path = cache.pull(model)
     click.echo(str(path))
+    if compile_:
+        from lossless.server.main import prepare_compiled
+
+        click.echo("lossless: compiling the forward passes for lossless serve's defaults", err=True)
+        folder, seconds = prepare_compiled(model.name)
+        done = "complete already" if seconds is None else f"compiled in {seconds:.0f} s"
+        click.echo(f"lossless: {done}: {folder}", err=True)
 
 
 @models.command("list", epilog=examples("lossless models list"))
@@ -111,12 +129,17 @@ def _threshold_help() -> str:
 )
 @click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
 @click.option(
-    "--compile/--no-compile",
+    "--compile",
+    type=click.Choice(COMPILE_MODES),
     default=S.compile,
+    is_flag=False,
+    flag_value="wait",
     show_default=True,
-    help="torch.compile the forward passes before serving: faster decoding after a start-up cost "
-    "(minutes the first time on a small CPU; inductor caches the code on disk, seconds after that).",
+    help="torch.compile the forward passes: background serves eagerly at once and swaps the compiled "
+    "graphs in when they are ready (minutes the first time on a small CPU, then cached under "
+    "LOSSLESS_HOME); wait compiles before serving (also what a bare --compile means); off never does.",
 )
+@click.option("--no-compile", is_flag=True, hidden=True)  # what it said before --compile took a mode: off
 @click.option(
     "--speculative",
     default=S.speculative,
@@ -138,6 +161,8 @@ def serve(**opts: Any) -> None:
     from lossless.engine.speculate.spec import parse_drafter_spec, resolve_drafter
     from lossless.server.main import serve as run_server
 
+    if opts.pop("no_compile"):
+        opts["compile"] = "off"
     config = ServeOptions(**opts)
     drafter = resolve_drafter(config.speculative, config.model)
     parse_drafter_spec(drafter, config.spec_k, config.spec_threshold, config.spec_tree)

@@ -104,6 +104,7 @@ class Engine:
         self.drafter: Drafter | None = None
         self.lock = ModelLock()  # guards the model's KV cache; shared with every `with_drafter` copy
         self.compiled = False  # the forward passes run through torch.compile (`compile`)
+        self.source: Path | None = None  # the checkpoint loaded (`load`); None when built from memory
 
     def use_drafter(self, spec: DrafterSpec) -> None:
         """Decode speculatively from now on (kind "none": plainly); draft:PATH loads that checkpoint. On
@@ -164,13 +165,15 @@ class Engine:
             raise CheckpointError(f"{path.name}: expected a .gguf file or a Hugging Face model directory")
         embedded = {m.filename: m.name for m in EMBEDDED.values()}
         name = embedded.get(path.name)
-        return cls(
+        engine = cls(
             checkpoint,
             name=name,
             max_context=max_context,
             float32_prompts=float32_prompts,
             int4_kernel=int4_kernel,
         )
+        engine.source = path
+        return engine
 
     def compile(self) -> float:
         """Compile the model's forward passes (and its draft model's or draft head's) and make the
@@ -189,6 +192,17 @@ class Engine:
                 pass
         self.compiled = True
         return time.perf_counter() - start
+
+    def use_compiled(self) -> None:
+        """Decode through compiled graphs from the next generation on (`compile_cache.compile_aside` made
+        them): waits for the running generation, so that none runs half eager, half compiled."""
+        self.lock.acquire()
+        try:
+            self.model.compile_forward()
+            self._compile_drafter()
+            self.compiled = True
+        finally:
+            self.lock.release()
 
     def _compile_drafter(self) -> None:
         """A draft model's forward passes (compiled at their first use) or a draft head's pass (now)."""

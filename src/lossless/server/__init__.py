@@ -3,6 +3,8 @@
 options.py      ``ServeOptions``: what ``lossless serve`` was asked, every default
 main.py         ``serve()``: load the model, bind, announce the URL once ready, serve until Ctrl-C
 launch.py       ``start_embedded()``: the server inside another command
+compiling.py    ``BackgroundCompile``, ``compile_now()``: ``--compile background|wait``
+precompile.py   ``main()``: the child process that fills a compile cache for a background compile
 app.py          ``create_app()``: routes, the request-id and metrics wrapper, admission
 limits.py       ``Limits``, ``BodyGuard``: what one request may cost; the guard that reads bodies
 connection.py   ``guarded_h11()``: uvicorn's h11 protocol with a deadline on request heads
@@ -10,7 +12,7 @@ protocol.py     ``parse()``: request bodies -> ``ApiRequest``, or a 400 (n, alia
 encode.py       ``tokenize()``: a request's prompt -> token ids within the context, off the event loop
 tool_calls.py   ``apply()``: tools, tool_choice and response_format in; calls read back out of text
 tool_stream.py  ``CallStream``: tool calls read out of a stream as they are generated
-scheduler.py    ``Worker``: the bounded FIFO queue and the one thread that runs the engine
+scheduler.py    ``Worker``: the bounded FIFO queue, each job on a thread that ends with it
 responses.py    ``complete()``, ``stream()``: a job's events -> a JSON body or an SSE stream
 bodies.py       OpenAI response and chunk bodies, both log-probability formats
 exposition.py   ``ServerMetrics``: /metrics in the Prometheus text format

@@ -45,9 +45,14 @@ class Served:
     metrics: ServerMetrics
     name: str  # the model name /v1/models reports and responses carry
     aliases: frozenset[str]  # other names a request's ``model`` may use
-    fingerprint: str  # system_fingerprint in every response: the same value, the same numerics served
     limits: Limits
     token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (encode.py)
+
+    @property
+    def fingerprint(self) -> str:
+        """system_fingerprint in every response: the same value, the same numerics served (read at each
+        request: a background compile changes it once, `server.compiling`)."""
+        return fingerprint(self.engine)
 
 
 def create_app(
@@ -62,7 +67,7 @@ def create_app(
     worker = Worker(engine, metrics, max_queue)
     metrics.queue_length = worker.queue_length
     token_bytes = encode.max_token_bytes(engine)
-    served = Served(engine, worker, metrics, name, aliases - {name}, fingerprint(engine), limits, token_bytes)
+    served = Served(engine, worker, metrics, name, aliases - {name}, limits, token_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -14,9 +14,11 @@ import uvicorn
 from lossless import models
 from lossless.engine.engine import Engine
 from lossless.engine.speculate.spec import parse_drafter_spec, resolve_drafter
+from lossless.engine.torch_thread import in_fresh_thread
 from lossless.engine.weights.dtype import resolve_dtype
 from lossless.errors import UsageError
 from lossless.server.app import RequestContext, create_app
+from lossless.server.compiling import BackgroundCompile, child_config, compile_now, engine_cache
 from lossless.server.connection import guarded_h11
 from lossless.server.limits import DEFAULT_LIMITS, Limits
 from lossless.server.options import ServeOptions
@@ -33,6 +35,12 @@ class LoadedModel:
 
 
 def load_model(config: ServeOptions) -> LoadedModel:
+    """`_load_model` in a thread that ends with it: the jobs' threads are then the process's only
+    OpenMP teams (`engine.torch_thread`)."""
+    return in_fresh_thread(lambda: _load_model(config), name="lossless-load")
+
+
+def _load_model(config: ServeOptions) -> LoadedModel:
     """The engine plus its names. Loaded by an embedded name (or by default), the model is served under
     that name; loaded from a path, under the engine's name. Either way requests may also call it by the
     checkpoint's file name or stem, or by whatever ``--model`` said. A ``config.dtype`` of "auto" is
@@ -47,11 +55,22 @@ def load_model(config: ServeOptions) -> LoadedModel:
     drafter = resolve_drafter(config.speculative, path)
     spec = parse_drafter_spec(drafter, config.spec_k, config.spec_threshold, config.spec_tree)
     engine.use_drafter(spec)
-    compile_s = engine.compile() if config.compile else None
+    compile_s = compile_now(engine) if config.compile == "wait" else None  # background: `serve`
     requested = config.model or models.DEFAULT_MODEL
     name = requested if requested in models.EMBEDDED else engine.name
     aliases = {engine.name, path.stem, path.name, requested, *_embedded_names(path)}
     return LoadedModel(engine, name, frozenset(aliases) - {name}, compile_s)
+
+
+def prepare_compiled(model: str | None) -> tuple[Path, float | None]:
+    """``lossless models pull --compile``: compile what ``lossless serve --model MODEL`` serves by default
+    into its cache folder, so that the server's first start swaps compiled graphs in within seconds. The
+    folder, and the seconds it took (None: the folder was complete already)."""
+    loaded = load_model(ServeOptions(model=model, compile="off"))
+    cache = engine_cache(loaded.engine)
+    if cache.complete() is not None:
+        return cache.folder, None
+    return cache.folder, in_fresh_thread(lambda: compile_now(loaded.engine), name="lossless-compile")
 
 
 def decoding_as(loaded: LoadedModel, config: ServeOptions) -> LoadedModel:
@@ -151,18 +170,38 @@ def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
         lines.append("lossless: output layer on oneDNN's packed bfloat16 weight (this CPU computes bfloat16)")
     if loaded.compile_s is not None:
         lines.append(f"lossless: forward passes compiled in {loaded.compile_s:.0f} s (torch.compile)")
+    background = None
+    if config.compile == "background":
+        background = BackgroundCompile(loaded.engine, _child(config, loaded), _say)
     try:
-        asyncio.run(_serve_and_announce(server, sock, lines))
+        asyncio.run(_serve_and_announce(server, sock, lines, background))
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; for a server that is the end
         print("lossless: stopped", file=sys.stderr)
     finally:
+        if background is not None:
+            background.stop()
         sock.close()
 
 
-async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, lines: list[str]) -> None:
+def _child(config: ServeOptions, loaded: LoadedModel) -> ServeOptions:
+    import torch
+
+    assert loaded.engine.source is not None
+    return child_config(config, loaded.engine.source, torch.get_num_threads())
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _serve_and_announce(
+    server: uvicorn.Server, sock: socket.socket, lines: list[str], background: BackgroundCompile | None
+) -> None:
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
         print("\n".join(lines), file=sys.stderr, flush=True)
+        if background is not None:  # after the URL line: scripts wait for that one first
+            background.start()
     await task

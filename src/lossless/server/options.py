@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+COMPILE_MODES = ("off", "background", "wait")  # `server.compiling`
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -22,4 +24,4 @@ class ServeOptions:
     spec_threshold: float | None = None  # draft models: stop after a token below this probability
     spec_tree: int | None = None  # dspark: candidate tokens per step in a tree (None, 0: one chain)
     threads: int | None = None  # torch intra-op threads; None -> torch's default
-    compile: bool = False  # torch.compile the forward passes at start-up (`Engine.compile`)
+    compile: str = "background"  # torch.compile: off, background (serve eagerly until ready) or wait

@@ -24,6 +24,7 @@ from typing import Any
 
 from lossless.engine.engine import Delta, Engine, TokenLogprob
 from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.torch_thread import in_fresh_thread
 from lossless.server.exposition import ServerMetrics
 
 
@@ -186,8 +187,8 @@ class Worker:
     def _run(self) -> None:
         while (job := self._next_job()) is not None:
             start = self.clock()
-            try:
-                self._run_job(job)
+            try:  # in a thread that ends with the job: one OpenMP team at a time (`engine.torch_thread`)
+                in_fresh_thread(lambda: self._run_job(job), name="lossless-job")
             except Exception as exc:  # an engine bug must not kill the worker or hang the client
                 job.emit(Failed(f"generation failed: {type(exc).__name__}: {exc}"))
             finally:

@@ -3,6 +3,7 @@ loopback by default, a clean exit on Ctrl-C."""
 
 from __future__ import annotations
 
+import os
 import select
 import signal
 import subprocess
@@ -19,9 +20,11 @@ from lossless.engine.weights.packed import can_pack
 from lossless.engine.weights.quant import kernel
 
 
-def test_serve_announces_its_url_on_stderr_and_stops_on_ctrl_c(tiny_checkpoint: Path) -> None:
+def test_serve_announces_its_url_on_stderr_and_stops_on_ctrl_c(tiny_checkpoint: Path, tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "lossless.cli", "serve", "--model", str(tiny_checkpoint), "--port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the default --compile background starts a child: Ctrl-C ends it too, and the cache is the test's
+    env = {**os.environ, "LOSSLESS_HOME": str(tmp_path)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = _read_line(proc, timeout_s=60)
         assert line.startswith("lossless: serving ") and " at http://127.0.0.1:" in line
@@ -54,8 +57,9 @@ def _read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
 def test_serve_int4_compiled_says_so_and_answers(tiny_checkpoint: Path, tmp_path: Path) -> None:
     gguf = write_gguf(tiny_checkpoint, tmp_path / "tiny-q4_1.gguf", Q.Q4_1)
     cmd = [sys.executable, "-m", "lossless.cli", "serve", "--model", str(gguf), "--port", "0"]
-    cmd += ["--dtype", "int4", "--compile", "--speculative", "ngram"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd += ["--dtype", "int4", "--compile", "--speculative", "ngram"]  # a bare --compile: wait
+    env = {**os.environ, "LOSSLESS_HOME": str(tmp_path)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = _read_line(proc, timeout_s=300).rsplit(" ", 1)[-1]
         assert proc.stderr is not None  # the next lines came in the same write as the URL's: buffered

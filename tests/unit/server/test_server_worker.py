@@ -124,3 +124,43 @@ def test_an_engine_failure_reaches_the_client_and_the_worker_survives() -> None:
         assert isinstance(served[-1], Finished) and served[-1].finish_reason == "length"
 
     asyncio.run(main())
+
+
+def test_each_job_runs_in_a_thread_that_ends_with_it() -> None:
+    """One OpenMP team at a time (`engine.torch_thread`): a job's torch work runs on a thread of its own,
+    neither the worker's nor the caller's, gone once the job is."""
+
+    class Recording(ScriptedEngine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.threads: list[threading.Thread] = []
+            self.gate.set()
+
+        def generate(
+            self, ids: list[int], params: SamplingParams, cancel: threading.Event
+        ) -> Iterator[Delta]:
+            self.threads.append(threading.current_thread())
+            yield from super().generate(ids, params, cancel)
+
+    async def main() -> None:
+        engine = Recording()
+        worker, _ = make(engine)
+        loop = asyncio.get_running_loop()
+        jobs = [EngineJob([i, 7], SamplingParams(), loop) for i in (1, 2)]
+        worker.start()
+        try:
+            for job in jobs:
+                worker.submit(job)
+            for job in jobs:
+                assert isinstance((await drain(job))[-1], Finished)
+            assert worker._thread is not None
+            assert worker._thread not in engine.threads
+        finally:
+            worker.stop()
+        first, second = engine.threads
+        assert first is not second and threading.main_thread() not in engine.threads
+        assert first.name == second.name == "lossless-job"
+        first.join(5), second.join(5)
+        assert not first.is_alive() and not second.is_alive()
+
+    asyncio.run(main())

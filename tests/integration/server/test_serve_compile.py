@@ -1,0 +1,150 @@
+"""``serve --compile background`` as a user meets it: ready at once on the eager path, the compiled graphs
+swapped in when a child process has built them (the fingerprint says so), a second start that reuses
+them without a child, and a killed child that leaves the server serving eagerly and the cache unmarked."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lossless.engine.compile_cache import MARKER
+
+pytestmark = pytest.mark.slow  # a real compile of the tiny model: ~20 s on 2 cores
+
+BODY = {"model": "tiny-llama", "prompt": "Hello there", "max_tokens": 4, "temperature": 0}
+
+
+class Serve:
+    def __init__(self, model: Path, home: Path, speculative: str = "none") -> None:
+        cmd = [sys.executable, "-m", "lossless.cli", "serve", "--model", str(model), "--port", "0"]
+        cmd += ["--speculative", speculative]  # and the default --compile: background
+        env = {**os.environ, "LOSSLESS_HOME": str(home)}
+        err = subprocess.PIPE
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+        self.said: list[str] = []
+        self.url = self.wait_for("lossless: serving ", 120).rsplit(" ", 1)[-1]
+
+    def wait_for(self, prefix: str, timeout_s: float) -> str:
+        """The first line on stderr that starts with ``prefix`` (already said, or said within the time)."""
+        assert self.proc.stderr is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = [line for line in self.said if line.startswith(prefix)]
+            if found:
+                return found[0]
+            assert time.monotonic() < deadline, f"no {prefix!r} line in time; said: {self.said}"
+            ready, _, _ = select.select([self.proc.stderr], [], [], 0.2)
+            if ready:
+                line = self.proc.stderr.readline()
+                assert line, f"serve exited ({self.proc.wait()}); said: {self.said}"
+                self.said.append(line.strip())
+
+    def complete(self) -> dict:
+        with httpx.Client(trust_env=False, timeout=120) as client:
+            reply = client.post(self.url + "/completions", json={**BODY, "model": self.model_name()})
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    def model_name(self) -> str:
+        with httpx.Client(trust_env=False, timeout=30) as client:
+            return client.get(self.url + "/models").json()["data"][0]["id"]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=60)
+        finally:
+            self.proc.kill()
+        self.said += err.strip().splitlines()
+        assert self.proc.returncode == 0, self.said
+        assert not any("Traceback" in line for line in self.said), self.said
+
+
+@pytest.fixture
+def serving(tiny_checkpoint: Path, tmp_path: Path) -> Iterator[list[Serve]]:
+    started: list[Serve] = []
+    yield started
+    for server in started:
+        if server.proc.poll() is None:
+            server.proc.kill()
+
+
+def test_ready_at_once_then_compiled_then_a_second_start_reuses_the_cache(
+    tiny_checkpoint: Path, tmp_path: Path, serving: list[Serve]
+) -> None:
+    first = Serve(tiny_checkpoint, tmp_path)
+    serving.append(first)
+    started = first.wait_for("lossless: compiling the forward passes in the background (pid ", 30)
+    folder = Path(re.search(r"into (.+)\); serving eagerly", started).group(1))  # type: ignore[union-attr]
+    assert folder.parent == tmp_path / "compiled"
+    eager = first.complete()  # answered at once, eagerly: the child has yet to import torch
+    assert "-compiled" not in eager["system_fingerprint"]
+    swapped = first.wait_for("lossless: compiled forward passes in use, ", 400)
+    compiled = first.complete()
+    assert compiled["system_fingerprint"] == eager["system_fingerprint"].replace("-none", "-compiled-none")
+    assert swapped.endswith(f"(system_fingerprint {compiled['system_fingerprint']})")
+    assert (folder / MARKER).is_file()
+    first.stop()
+
+    second = Serve(tiny_checkpoint, tmp_path)  # the same configuration: the cache is complete
+    serving.append(second)
+    second.wait_for("lossless: compiled forward passes in use, ", 400)
+    assert not any("in the background (pid" in line for line in second.said), second.said
+    assert second.complete()["system_fingerprint"] == compiled["system_fingerprint"]
+    second.stop()
+
+
+def test_a_killed_compile_leaves_the_server_eager_and_the_cache_unmarked(
+    tiny_checkpoint: Path, tmp_path: Path, serving: list[Serve]
+) -> None:
+    server = Serve(tiny_checkpoint, tmp_path)
+    serving.append(server)
+    started = server.wait_for("lossless: compiling the forward passes in the background (pid ", 30)
+    pid = int(re.search(r"\(pid (\d+),", started).group(1))  # type: ignore[union-attr]
+    folder = Path(re.search(r"into (.+)\); serving eagerly", started).group(1))  # type: ignore[union-attr]
+    os.kill(pid, signal.SIGKILL)
+    failed = server.wait_for("lossless: background compile failed", 60)
+    assert failed == "lossless: background compile failed (killed by signal 9); serving eagerly"
+    assert "-compiled" not in server.complete()["system_fingerprint"]
+    assert not (folder / MARKER).exists()
+    server.stop()
+
+
+def test_models_pull_compile_prepares_what_serve_then_reuses(
+    tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serving: list[Serve]
+) -> None:
+    """`prepare_compiled` (what ``models pull --compile`` runs for an embedded model) fills the folder
+    that ``lossless serve`` with no --compile option then uses without a child."""
+    import torch
+
+    from lossless.server.main import prepare_compiled
+
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    # the thread count is part of the key: here, what a fresh `lossless serve` process starts with
+    fresh = [sys.executable, "-c", "import torch; print(torch.get_num_threads())"]
+    threads = int(subprocess.run(fresh, capture_output=True, text=True, check=True).stdout)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        folder, seconds = prepare_compiled(str(tiny_checkpoint))
+        assert seconds is not None and (folder / MARKER).is_file()
+        assert prepare_compiled(str(tiny_checkpoint)) == (folder, None)  # complete already
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    server = Serve(tiny_checkpoint, tmp_path, speculative="auto")
+    serving.append(server)
+    server.wait_for("lossless: compiled forward passes in use, ", 400)
+    assert not any("in the background (pid" in line for line in server.said), server.said
+    server.stop()
