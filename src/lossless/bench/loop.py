@@ -164,22 +164,24 @@ class _Run:
             return
         history: list[tuple[str, str]] = []
         for turn, said in enumerate(item.turns):
-            if turn:
-                await asyncio.sleep(item.think_s)
             job = Job(endpoint, item.prompt(turn, history), i, level.label, warmup,
                       scheduled_ns if turn == 0 else self.clock(), item.id, turn + 1)  # fmt: skip
             record = await self.attempts(job)
             if not record.ok:
                 return  # the user gives up: the session ends on its failed turn
             history += [("user", said), ("assistant", record.text)]
+            # the user thinks from the answer's end by this run's clock (uvloop's ms timers, on a clock read
+            # once per loop turn, woke a sleep of 0.2 s at 0.1998 s: sleep again for what is left)
+            think_until = (record.end_ns or self.clock()) + round(item.think_s * 1e9)
+            while turn + 1 < len(item.turns) and (left := think_until - self.clock()) > 0:
+                await asyncio.sleep(left / 1e9)
 
     async def send(self, job: Job, attempt: int, first_token: asyncio.Event | None = None) -> RequestRecord:
         if self.on_start is not None:  # the record it leaves if its process is lost (bench --workers)
             lost = unfinished(job, attempt, self.cfg.call, self.clock(), Failure.WORKER_LOST, "worker lost")
             self.on_start(self.stamped(lost))
-        return await call(
-            self.sessions[job.endpoint.name], job, attempt, self.cfg.call, self.clock, first_token
-        )
+        session = self.sessions[job.endpoint.name]
+        return await call(session, job, attempt, self.cfg.call, self.clock, first_token)
 
     def start(self, job: Job, attempt: int) -> Attempt:
         """Attempt ``attempt`` of ``job``, sent now, running on its own (a policy's several at once)."""
@@ -187,8 +189,7 @@ class _Run:
         return Attempt(asyncio.create_task(self.send(job, attempt, first_token)), first_token)
 
     async def attempts(self, job: Job) -> RequestRecord:
-        """Send ``job`` (again after a retryable failure, up to --retries; or as --hedge-after or
-        --failover say); the outcome's record."""
+        """Send ``job`` (again after a retryable failure, or as --hedge-after, --failover say): a record."""
         if self.cfg.policy.active:
             return await execute(self.cfg.policy, job, self.start, self.emit)
         for attempt in range(self.cfg.retries + 1):

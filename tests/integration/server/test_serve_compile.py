@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,23 +31,25 @@ class Serve:
         env = {**os.environ, "LOSSLESS_HOME": str(home)}
         err = subprocess.PIPE
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
-        self.said: list[str] = []
+        self.said: list[str] = []  # stderr's lines so far, read by a thread (select would miss buffered ones)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         self.url = self.wait_for("lossless: serving ", 120).rsplit(" ", 1)[-1]
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        with self.proc.stderr:  # closed at the end of the stream: the process has gone
+            for line in self.proc.stderr:
+                self.said.append(line.strip())
 
     def wait_for(self, prefix: str, timeout_s: float) -> str:
         """The first line on stderr that starts with ``prefix`` (already said, or said within the time)."""
-        assert self.proc.stderr is not None
         deadline = time.monotonic() + timeout_s
-        while True:
-            found = [line for line in self.said if line.startswith(prefix)]
-            if found:
-                return found[0]
+        while not (found := [line for line in self.said if line.startswith(prefix)]):
+            assert self.proc.poll() is None, f"serve exited ({self.proc.returncode}); said: {self.said}"
             assert time.monotonic() < deadline, f"no {prefix!r} line in time; said: {self.said}"
-            ready, _, _ = select.select([self.proc.stderr], [], [], 0.2)
-            if ready:
-                line = self.proc.stderr.readline()
-                assert line, f"serve exited ({self.proc.wait()}); said: {self.said}"
-                self.said.append(line.strip())
+            time.sleep(0.1)
+        return found[0]
 
     def complete(self) -> dict:
         with httpx.Client(trust_env=False, timeout=120) as client:
@@ -62,10 +64,10 @@ class Serve:
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGINT)
         try:
-            _, err = self.proc.communicate(timeout=60)
+            self.proc.wait(timeout=60)
         finally:
             self.proc.kill()
-        self.said += err.strip().splitlines()
+        self._reader.join(10)
         assert self.proc.returncode == 0, self.said
         assert not any("Traceback" in line for line in self.said), self.said
 
@@ -74,9 +76,10 @@ class Serve:
 def serving(tiny_checkpoint: Path, tmp_path: Path) -> Iterator[list[Serve]]:
     started: list[Serve] = []
     yield started
-    for server in started:
+    for server in started:  # a test that failed half-way leaves no server behind
         if server.proc.poll() is None:
             server.proc.kill()
+            server.proc.wait(30)
 
 
 def test_ready_at_once_then_compiled_then_a_second_start_reuses_the_cache(
