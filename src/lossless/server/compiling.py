@@ -52,7 +52,6 @@ class BackgroundCompile:
         self.engine, self.config, self.say = engine, config, say
         self.cache = engine_cache(engine)
         self.child: subprocess.Popen[bytes] | None = None
-        self.done = threading.Event()  # set when the thread ends, compiled or not
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="lossless-compile", daemon=True)
 
@@ -78,10 +77,8 @@ class BackgroundCompile:
                 f"lossless: compiled forward passes in use, {time.perf_counter() - start:.0f} s after "
                 f"start (system_fingerprint {fingerprint(self.engine)})"
             )
-        except Exception as exc:
+        except Exception as exc:  # whatever failed, the eager path goes on serving
             self.say(f"lossless: background compile failed ({type(exc).__name__}: {exc}); serving eagerly")
-        finally:
-            self.done.set()
 
     def _fill_cache(self) -> bool:
         """Run the child that compiles into the cache folder; True when it marked the folder complete."""
