@@ -102,10 +102,13 @@ class BackgroundCompile:
         return True
 
 
-def child_config(config: ServeOptions, path: Path, threads: int) -> ServeOptions:
+def child_config(config: ServeOptions, engine: Engine) -> ServeOptions:
     """What the child compiles: ``config`` made explicit (the checkpoint's path, the thread count), so
-    that its engine, and so its cache folder, are this server's."""
-    return replace(config, model=str(path), threads=threads)
+    that its engine, and so its cache folder, are this server's (``engine``, loaded from a file)."""
+    import torch
+
+    assert engine.source is not None
+    return replace(config, model=str(engine.source), threads=torch.get_num_threads())
 
 
 def _last_line(log: Path) -> str:

@@ -172,7 +172,7 @@ def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
         lines.append(f"lossless: forward passes compiled in {loaded.compile_s:.0f} s (torch.compile)")
     background = None
     if config.compile == "background":
-        background = BackgroundCompile(loaded.engine, _child(config, loaded), _say)
+        background = BackgroundCompile(loaded.engine, child_config(config, loaded.engine), _say)
     try:
         asyncio.run(_serve_and_announce(server, sock, lines, background))
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; for a server that is the end
@@ -181,13 +181,6 @@ def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
         if background is not None:
             background.stop()
         sock.close()
-
-
-def _child(config: ServeOptions, loaded: LoadedModel) -> ServeOptions:
-    import torch
-
-    assert loaded.engine.source is not None
-    return child_config(config, loaded.engine.source, torch.get_num_threads())
 
 
 def _say(line: str) -> None:

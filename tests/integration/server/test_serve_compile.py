@@ -51,6 +51,13 @@ class Serve:
             time.sleep(0.1)
         return found[0]
 
+    def compiling(self) -> tuple[int, Path]:
+        """The background child's pid and cache folder, from the line that says it started."""
+        line = self.wait_for("lossless: compiling the forward passes in the background (pid ", 30)
+        found = re.search(r"\(pid (\d+), into (.+)\); serving eagerly", line)
+        assert found is not None, line
+        return int(found.group(1)), Path(found.group(2))
+
     def complete(self) -> dict:
         with httpx.Client(trust_env=False, timeout=120) as client:
             reply = client.post(self.url + "/completions", json={**BODY, "model": self.model_name()})
@@ -87,8 +94,7 @@ def test_ready_at_once_then_compiled_then_a_second_start_reuses_the_cache(
 ) -> None:
     first = Serve(tiny_checkpoint, tmp_path)
     serving.append(first)
-    started = first.wait_for("lossless: compiling the forward passes in the background (pid ", 30)
-    folder = Path(re.search(r"into (.+)\); serving eagerly", started).group(1))  # type: ignore[union-attr]
+    _, folder = first.compiling()
     assert folder.parent == tmp_path / "compiled"
     eager = first.complete()  # answered at once, eagerly: the child has yet to import torch
     assert "-compiled" not in eager["system_fingerprint"]
@@ -112,9 +118,7 @@ def test_a_killed_compile_leaves_the_server_eager_and_the_cache_unmarked(
 ) -> None:
     server = Serve(tiny_checkpoint, tmp_path)
     serving.append(server)
-    started = server.wait_for("lossless: compiling the forward passes in the background (pid ", 30)
-    pid = int(re.search(r"\(pid (\d+),", started).group(1))  # type: ignore[union-attr]
-    folder = Path(re.search(r"into (.+)\); serving eagerly", started).group(1))  # type: ignore[union-attr]
+    pid, folder = server.compiling()
     os.kill(pid, signal.SIGKILL)
     failed = server.wait_for("lossless: background compile failed", 60)
     assert failed == "lossless: background compile failed (killed by signal 9); serving eagerly"
