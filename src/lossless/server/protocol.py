@@ -90,6 +90,7 @@ class ApiRequest:
     prompt: str | tuple[int, ...] = ""  # completions: text or token ids
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage: a final usage-only chunk
+    continuous_usage: bool = False  # and continuous_usage_stats (vLLM's): the running usage in every chunk
     echo: bool = False  # completions: the prompt is returned before the completion
     logprobs: int | None = None  # None: no logprobs; else how many alternatives per token
     ignored: tuple[str, ...] = ()  # fields accepted but not honoured
@@ -140,7 +141,7 @@ def parse(
             raise InvalidRequest("n must be a positive integer", param="n")
         raise InvalidRequest("n > 1 is not supported", param="n", code="unsupported_parameter")
     stream = _bool(body, "stream", False)
-    include_usage = _include_usage(body)
+    include_usage, continuous_usage = _stream_options(body)
     logprobs = _chat_logprobs(body) if api == "chat" else _legacy_logprobs(body)
     max_tokens = _max_tokens(api, body)
     params = SamplingParams(
@@ -161,6 +162,7 @@ def parse(
         max_tokens=max_tokens,
         stream=stream,
         include_usage=include_usage,
+        continuous_usage=continuous_usage,
         logprobs=logprobs,
         ignored=tuple(sorted(k for k in body if k not in HONOURED[api])),
     )
@@ -309,13 +311,15 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
     return tuple(_text(s, "stop") for s in stops if s)
 
 
-def _include_usage(body: dict[str, Any]) -> bool:
+def _stream_options(body: dict[str, Any]) -> tuple[bool, bool]:
+    """(include_usage, continuous_usage_stats); the second counts only with the first, as in vLLM."""
     options = body.get("stream_options")
     if options is None:
-        return False
+        return False, False
     if not isinstance(options, dict):
         raise InvalidRequest("stream_options must be an object", param="stream_options")
-    return _bool(options, "include_usage", False)
+    usage = _bool(options, "include_usage", False)
+    return usage, usage and _bool(options, "continuous_usage_stats", False)
 
 
 def _chat_logprobs(body: dict[str, Any]) -> int | None:

@@ -83,6 +83,7 @@ class Collected:
     finished: Finished | None = None
     failed: Failed | None = None
     calls: tool_stream.CallStream | None = None  # a chat stream read for tool calls
+    tokens: int = 0  # completion tokens so far
 
     def add(self, event: Event) -> None:
         if isinstance(event, Started):
@@ -92,6 +93,7 @@ class Collected:
             self.legacy.add_prompt(first, event.logprobs)
         elif isinstance(event, Delta):
             self.deltas.append(event)
+            self.tokens += len(event.token_ids)
             self.text.append(event.text)
             if self.req.logprobs is not None:
                 if self.req.api == "chat":
@@ -160,36 +162,39 @@ def _finish_reason(finished: Finished) -> str:
 
 async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) -> AsyncIterator[bytes]:
     """SSE chunks after ``Started``: role (chat) or echo (completions) first, a chunk per delta, then
-    the usage-only chunk when asked, then ``[DONE]``. A generation that fails (an engine error, or cut
-    by shutdown) ends with an error event and then ``[DONE]``: a client's parser sees an end, not a cut."""
+    the usage-only chunk when asked (with continuous usage, every chunk carries the counts so far), then
+    ``[DONE]``. A generation that fails (an engine error, or cut by shutdown) ends with an error event
+    and then ``[DONE]``: a client's parser sees an end, not a cut."""
     got = Collected(req, prompt_text)
     chat, usage_field = req.api == "chat", req.include_usage
+
+    def sse(chunk: dict[str, Any]) -> bytes:
+        if req.continuous_usage:  # vLLM's extension: the counts so far in every chunk
+            chunk["usage"] = Usage(len(job.prompt_ids), got.tokens).body()
+        return bodies.sse(chunk)
+
     if req.structured is not None and req.structured.calls:
         got.calls = tool_stream.CallStream(req.structured.parallel)
     if chat:
-        yield bodies.sse(
-            bodies.chat_chunk(head, {"role": "assistant", "content": ""}, with_usage=usage_field)
-        )
+        yield sse(bodies.chat_chunk(head, {"role": "assistant", "content": ""}, with_usage=usage_field))
     elif req.echo and job.score_top is None:
-        yield bodies.sse(bodies.completion_chunk(head, prompt_text, with_usage=usage_field))
+        yield sse(bodies.completion_chunk(head, prompt_text, with_usage=usage_field))
     while True:
         event = await job.events.get()
         got.add(event)
         if isinstance(event, Scored):  # echo with logprobs: the prompt and its scores come first
             logprobs = got.legacy.since(0)
-            yield bodies.sse(
-                bodies.completion_chunk(head, prompt_text, logprobs=logprobs, with_usage=usage_field)
-            )
+            yield sse(bodies.completion_chunk(head, prompt_text, logprobs=logprobs, with_usage=usage_field))
         elif isinstance(event, Delta) and _worth_a_chunk(req, event):
             if (chunk := _delta_chunk(got, event, head)) is not None:
-                yield bodies.sse(chunk)
+                yield sse(chunk)
         elif isinstance(event, Failed):
             yield failure_event(event)
             yield bodies.DONE
             return
         elif isinstance(event, Finished):
             if not any(d.finish_reason for d in got.deltas[-1:]):  # e.g. max_tokens 0: no delta at all
-                yield bodies.sse(_delta_chunk(got, Delta("", finish_reason="length"), head) or {})
+                yield sse(_delta_chunk(got, Delta("", finish_reason="length"), head) or {})
             break
     if usage_field and got.finished is not None:
         usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
