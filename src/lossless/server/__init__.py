@@ -1,4 +1,5 @@
-"""An OpenAI-compatible HTTP server over the engine (starlette + uvicorn).
+"""An OpenAI-compatible HTTP server over the engine (starlette + uvicorn), which also speaks OpenAI's
+Responses API and Anthropic's Messages API by translating them into chat requests.
 
 options.py      ``ServeOptions``: what ``lossless serve`` was asked, every default
 main.py         ``serve()``: load the model, bind, announce the URL once ready, serve until Ctrl-C
@@ -13,8 +14,15 @@ encode.py       ``tokenize()``: a request's prompt -> token ids within the conte
 tool_calls.py   ``apply()``: tools, tool_choice and response_format in; calls read back out of text
 tool_stream.py  ``CallStream``: tool calls read out of a stream as they are generated
 scheduler.py    ``Worker``: the bounded FIFO queue, each job on a thread that ends with it
-responses.py    ``complete()``, ``stream()``: a job's events -> a JSON body or an SSE stream
+responses.py    ``complete()``, ``stream()``: a job's events -> a JSON body or an SSE stream; ``pieces()``
+                for the translated APIs
 bodies.py       OpenAI response and chunk bodies, both log-probability formats
+translate.py    ``chat_request()``: another API's request, translated, parsed by the chat path
+dialects.py     ``Dialect``, ``answer()``: the translated APIs, and errors in each one's shape
+openai_responses.py  ``parse()``, ``body()``: /v1/responses requests in, Response objects out
+responses_stream.py  ``events()``: a Responses stream's server-sent events
+anthropic_messages.py  ``parse()``, ``body()``, ``error_response()``: /v1/messages in, Messages out
+anthropic_stream.py  ``events()``: a Messages stream's server-sent events
 exposition.py   ``ServerMetrics``: /metrics in the Prometheus text format
 
 Nothing is imported here: ``lossless bench`` against a remote URL must not pay for torch or starlette.

@@ -1,20 +1,25 @@
-"""The ASGI app: OpenAI routes over one ``Worker``, plus /health and /metrics.
+"""The ASGI app: OpenAI routes (chat, completions, Responses) and Anthropic's Messages over one
+``Worker``, plus /health and /metrics. The Responses and Messages requests are translated into chat
+requests (translate.py), so all four share one path: parsing, tokenizing, the queue, the engine.
 
 Every response, errors included, carries ``x-request-id`` (the client's, or a fresh one) and is counted
 in ``lossless_requests_total``; ``RequestContext`` wraps the whole Starlette app so that even its own
 500 page passes through it. Inside it ``BodyGuard`` (limits.py) reads every body within the size and time
-limits. Bad input is a 400 with an OpenAI error body, a full queue a 429, a server shutting down a 503.
+limits. Bad input is a 400 with an OpenAI error body (Anthropic's on /v1/messages), a full queue a 429,
+a server shutting down a 503.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -25,14 +30,17 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lossless.engine.engine import Engine
-from lossless.server import encode, protocol, responses, tool_calls
+from lossless.server import dialects, encode, protocol, responses, tool_calls, translate
 from lossless.server.bodies import Head
 from lossless.server.exposition import CONTENT_TYPE, ServerMetrics
 from lossless.server.limits import DEFAULT_LIMITS, BodyGuard, Limits
 from lossless.server.protocol import Api, ApiRequest, InvalidRequest
 from lossless.server.scheduler import EngineJob, Failed, QueueFull, ShuttingDown, Worker
 
-_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
+_ROUTES = (
+    *("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"),
+    *("/v1/models", "/health", "/metrics"),
+)
 MAX_REQUEST_ID = 200  # longer client ids are replaced, not echoed
 
 
@@ -88,6 +96,8 @@ def create_app(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/responses", responses_api, methods=["POST"]),
+            Route("/v1/messages", messages_api, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/v1/models/{model:path}", get_model, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
@@ -183,19 +193,7 @@ async def completions(request: Request) -> Response:
 
 async def _generate(request: Request, api: Api) -> Response:
     served = _served(request)
-    raw = await request.body()  # BodyGuard has read it within the limits: this returns at once
-    if len(raw) > served.limits.parse_in_thread_bytes:  # json.loads: up to ~50 ms a MiB
-        req = await asyncio.to_thread(_parse, api, raw, served)
-    else:
-        req = _parse(api, raw, served)
-    del raw
-    prompt = await encode.tokenize(served.engine, req, served.token_bytes)
-    params = encode.fit_context(req, prompt, served.engine.max_context)
-    echo_scores = req.echo and req.logprobs is not None
-    job = EngineJob(
-        prompt.ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None
-    )
-    served.worker.submit(job)
+    req, prompt, job = await _admit(request, served, functools.partial(_chat_or_legacy, api))
 
     def withdraw() -> None:
         served.worker.withdraw(job)
@@ -214,10 +212,61 @@ async def _generate(request: Request, api: Api) -> Response:
     return responses.SSEResponse(responses.stream(req, job, head, prompt.text), withdraw, headers)
 
 
-def _parse(api: Api, raw: bytes, served: Served) -> ApiRequest:
+async def _admit(
+    request: Request, served: Served, translate: Callable[[dict[str, Any], Served], ApiRequest]
+) -> tuple[ApiRequest, encode.Prompt, EngineJob]:
+    """The request parsed (``translate``: its JSON body -> the internal request), tokenized, fitted to
+    the context and queued: every API's one way in."""
+    raw = await request.body()  # BodyGuard has read it within the limits: this returns at once
+    if len(raw) > served.limits.parse_in_thread_bytes:  # json.loads: up to ~50 ms a MiB
+        req = await asyncio.to_thread(_parse, translate, raw, served)
+    else:
+        req = _parse(translate, raw, served)
+    del raw
+    prompt = await encode.tokenize(served.engine, req, served.token_bytes)
+    params = encode.fit_context(req, prompt, served.engine.max_context)
+    echo_scores = req.echo and req.logprobs is not None
+    job = EngineJob(
+        prompt.ids, params, asyncio.get_running_loop(), score_top=req.logprobs if echo_scores else None
+    )
+    served.worker.submit(job)
+    return req, prompt, job
+
+
+def _parse(
+    translate: Callable[[dict[str, Any], Served], ApiRequest], raw: bytes, served: Served
+) -> ApiRequest:
+    return translate(protocol.parse_json(raw, protocol.max_json_values(served.engine.max_context)), served)
+
+
+def _chat_or_legacy(api: Api, body: dict[str, Any], served: Served) -> ApiRequest:
     context = served.engine.max_context
-    body = protocol.parse_json(raw, protocol.max_json_values(context))
     return tool_calls.apply(protocol.parse(api, body, served.name, served.aliases, context), body)
+
+
+# --- the newer APIs over the same path --------------------------------------------------------------
+
+
+async def responses_api(request: Request) -> Response:
+    return await _translated(request, dialects.RESPONSES)
+
+
+async def messages_api(request: Request) -> Response:
+    return await _translated(request, dialects.MESSAGES)
+
+
+async def _translated(request: Request, dialect: dialects.Dialect) -> Response:
+    served = _served(request)
+    try:
+        req, _, job = await _admit(request, served, lambda b, s: dialect.parse(b, s.name, s.aliases))
+    except InvalidRequest as exc:  # the context's check names the chat field
+        raise translate.renamed(exc, dialect.names) from exc
+
+    def withdraw() -> None:
+        served.worker.withdraw(job)
+
+    head = Head(dialect.prefix + uuid.uuid4().hex, served.name, int(time.time()), served.fingerprint)
+    return await dialects.answer(request, dialect, req, job, head, served.engine.tokenizer, withdraw)
 
 
 # --- the rest ---------------------------------------------------------------------------------------
@@ -256,14 +305,29 @@ async def metrics_text(request: Request) -> Response:
     return Response(_served(request).metrics.render(), media_type=CONTENT_TYPE)
 
 
+def _error(
+    request: Request,
+    status: int,
+    message: str,
+    *,
+    kind: str,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    return dialects.error(request.url.path, status, message, kind=kind, code=code, headers=headers)
+
+
 async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, InvalidRequest)
+    if request.url.path == dialects.MESSAGES_PATH:
+        return dialects.error(request.url.path, exc.status, exc.message, kind="")
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
 async def _queue_full(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, QueueFull)
-    return responses.error_response(
+    return _error(
+        request,
         429,
         "The server's request queue is full; retry later.",
         kind="rate_limit_error",
@@ -273,17 +337,16 @@ async def _queue_full(request: Request, exc: Exception) -> Response:
 
 
 async def _shutting_down(request: Request, exc: Exception) -> Response:
-    return responses.error_response(
-        503, str(exc), kind="server_error", code="server_shutting_down", headers={"connection": "close"}
-    )
+    code, headers = "server_shutting_down", {"connection": "close"}
+    return _error(request, 503, str(exc), kind="server_error", code=code, headers=headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return responses.error_response(
-        exc.status_code, exc.detail, kind="invalid_request_error", headers=dict(exc.headers or {})
+    return _error(
+        request, exc.status_code, exc.detail, kind="invalid_request_error", headers=dict(exc.headers or {})
     )
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    return responses.error_response(500, f"internal error: {type(exc).__name__}", kind="server_error")
+    return _error(request, 500, f"internal error: {type(exc).__name__}", kind="server_error")

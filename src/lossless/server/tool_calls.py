@@ -306,13 +306,20 @@ def split_calls(text: str) -> tuple[str, list[ToolCall]]:
     return "".join(content).strip() if calls else text, calls
 
 
+def answer(text: str, structured: Structured) -> tuple[str, list[ToolCall]]:
+    """A whole answer -> (its content, the calls it makes), as a request's tools and tool_choice read it."""
+    if not structured.calls:
+        return text, []
+    content, calls = split_calls(text)
+    return content, calls if structured.parallel else calls[:1]
+
+
 def with_calls(body: dict[str, Any], structured: Structured) -> dict[str, Any]:
     """A chat.completion body whose text holds tagged calls -> the same with ``tool_calls`` and
     finish_reason "tool_calls" (the content left outside the calls, or null)."""
     choice = body["choices"][0]
-    content, calls = split_calls(choice["message"]["content"])
+    content, calls = answer(choice["message"]["content"], structured)
     if not calls:
         return body
-    calls = calls if structured.parallel else calls[:1]
     message = {"role": "assistant", "content": content or None, "tool_calls": [c.body() for c in calls]}
     return {**body, "choices": [{**choice, "message": message, "finish_reason": "tool_calls"}]}

@@ -1,0 +1,91 @@
+"""The APIs served by translating their requests into chat requests (translate.py): OpenAI's Responses
+and Anthropic's Messages. Each is a ``Dialect``: how its requests translate, how a whole answer, a
+stream and an error look in it; ``answer()`` runs a queued job to the response in its shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from lossless.engine.model.tokenizer import Tokenizer
+from lossless.server import (
+    anthropic_messages,
+    anthropic_stream,
+    openai_responses,
+    protocol,
+    responses,
+    responses_stream,
+)
+from lossless.server.bodies import Head
+from lossless.server.protocol import ApiRequest
+from lossless.server.responses import Answer, Piece
+from lossless.server.scheduler import EngineJob, Failed
+
+MESSAGES_PATH = "/v1/messages"  # errors there are in Anthropic's shape
+
+
+@dataclass(frozen=True)
+class Dialect:
+    prefix: str  # its response ids'
+    parse: Callable[[dict[str, Any], str, frozenset[str]], ApiRequest]  # body, model, aliases
+    body: Callable[[ApiRequest, Head, Answer], dict[str, Any]]  # a whole answer
+    events: Callable[[ApiRequest, Head, int, AsyncIterator[Piece | Failed]], AsyncIterator[bytes]]
+    names: Mapping[str, str]  # a chat field -> its name here, for refusals
+
+
+_openai, _anthropic = openai_responses, anthropic_messages
+RESPONSES = Dialect("resp_", _openai.parse, _openai.body, responses_stream.events, _openai.NAMES)
+MESSAGES = Dialect("msg_", _anthropic.parse, _anthropic.body, anthropic_stream.events, _anthropic.NAMES)
+
+
+def error(
+    path: str,
+    status: int,
+    message: str,
+    *,
+    kind: str,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """An error body in the shape of the API at ``path``: Anthropic's on /v1/messages, else OpenAI's."""
+    if path == MESSAGES_PATH:
+        return anthropic_messages.error_response(status, message, headers)
+    return responses.error_response(status, message, kind=kind, code=code, headers=headers)
+
+
+def failure(path: str, failed: Failed, headers: dict[str, str]) -> JSONResponse:
+    code = "server_shutting_down" if failed.status == 503 else None
+    return error(path, failed.status, failed.message, kind="server_error", code=code, headers=headers)
+
+
+async def answer(
+    request: Request,
+    dialect: Dialect,
+    req: ApiRequest,
+    job: EngineJob,
+    head: Head,
+    tokenizer: Tokenizer,
+    withdraw: Callable[[], None],
+) -> Response:
+    """The queued ``job``'s answer to ``request``: a whole body, or a stream once the job has started."""
+    headers = {"x-lossless-ignored-params": protocol.ignored_header(req.ignored)}
+    path = request.url.path
+    if not req.stream:
+        got = await responses.collect(req, job, "", request.receive, withdraw)
+        headers["server-timing"] = got.timing()
+        if got.finished is None:  # the engine raised, or shutdown cut the generation
+            return failure(path, got.failed or Failed("generation failed"), headers)
+        return JSONResponse(dialect.body(req, head, responses.answer(got, job, tokenizer)), headers=headers)
+    first = await responses.until_started(job, request.receive, withdraw)
+    if first is None:  # the client left while queued; nobody will read this
+        return Response(status_code=499)
+    if isinstance(first, Failed):  # the server is shutting down: the headers are not sent yet, so a 503
+        return failure(path, first, headers)
+    headers["server-timing"] = responses.server_timing(first.queue_s)
+    events = dialect.events(req, head, len(job.prompt_ids), responses.pieces(req, job, tokenizer))
+    return responses.SSEResponse(events, withdraw, headers)
