@@ -79,14 +79,22 @@ def to_csv(summary: Summary) -> str:
     from lossless.analyze import METRICS, STATS  # here: probe and verify write JSON without numpy
 
     columns = [(m.key, stat) for m in METRICS for stat in STATS]
+    # the server's own timing headers (a gateway's, OpenAI's processing time), one column set per header
+    # any row carries: empty where an endpoint sends no such header
+    parts = [
+        (e, cls, g)
+        for e in summary.endpoints
+        for cls, g in [("all", e.overall), *(e.classes.items() if len(e.classes) > 1 else ())]
+    ]
+    headers = sorted({h for _, _, g in parts for h in g.server_ms})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*_HEAD, *(f"{key}.{stat}" for key, stat in columns)])
-    for e in summary.endpoints:
-        # the endpoint's row (class "all"), then one per prompt class when there are several
-        parts = [("all", e.overall), *(e.classes.items() if len(e.classes) > 1 else ())]
-        for cls, part in parts:
-            writer.writerow(["" if v is None else v for v in _row(e.name, e.load, cls, part, columns)])
+    writer.writerow([*_HEAD, *(f"{key}.{stat}" for key, stat in columns),
+                     *(f"server_ms:{h}.{stat}" for h in headers for stat in STATS)])  # fmt: skip
+    for e, cls, g in parts:  # the endpoint's row (class "all"), then one per prompt class when several
+        row = _row(e.name, e.load, cls, g, columns)
+        row += [g.server_ms[h].get(stat) if h in g.server_ms else None for h in headers for stat in STATS]
+        writer.writerow(["" if v is None else v for v in row])
     return buf.getvalue()
 
 

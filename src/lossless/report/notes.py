@@ -38,6 +38,11 @@ def endpoint_notes(e: EndpointStats) -> list[str]:
         notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
     if g.stalls.count:
         notes.append(f"{g.stalls.count} stalls")
+    for header, d in g.server_ms.items():  # what the server (or a gateway before it) says it spent
+        if d.p50 is not None:
+            notes.append(
+                f"server timing {header}: p50 {d.p50:.0f} ms, max {d.max or 0:.0f} ms ({d.n} answers)"
+            )
     if chunks := g.n_out_sources.get("chunks", 0):
         notes.append(
             f"{chunks} requests counted in chunks, not tokens (no usage from the server and no tokenizer "

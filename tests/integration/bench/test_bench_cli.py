@@ -205,3 +205,22 @@ def test_gguf_tokenizer_by_name_and_path(smollm2_path: Path) -> None:
     by_path, by_name = load_token_counter(str(smollm2_path)), load_token_counter("smollm2-135m-instruct")
     text = "Hello world, this is a test of the tokenizer."
     assert 5 < by_path(text) == by_name(text) < len(text)
+
+
+def test_gateway_timing_headers_reach_the_table_the_csv_and_the_page(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    # what a gateway or a provider says it spent, beside what we measured: in every output, not only JSON
+    headers = [["openai-processing-ms", "42"], ["x-envoy-upstream-service-time", "40"]]
+    server.script({"steps": [[0.002, "content", 1]] * 3, "headers": headers})
+    out, page = tmp_path / "out", tmp_path / "page.html"
+    args = ["bench", server.url, "--model", "m", "--requests", "4", "--out", str(out), "--html", str(page)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    said = "server timing openai-processing-ms: p50 42 ms, max 42 ms (4 answers)"
+    assert said in result.stdout
+    assert "server timing x-envoy-upstream-service-time: p50 40 ms" in result.stdout
+    head, row = (line.split(",") for line in (out / "summary.csv").read_text().splitlines()[:2])
+    assert float(row[head.index("server_ms:openai-processing-ms.p50")]) == 42.0
+    assert float(row[head.index("server_ms:x-envoy-upstream-service-time.max")]) == 40.0
+    assert said in page.read_text()
