@@ -23,8 +23,9 @@ from lossless.bench.workload.arrivals import gamma, poisson
 from lossless.bench.workload.conversation import Conversation, source
 from lossless.bench.workload.synthetic import Synthetic, synthetic_prompts
 from lossless.bench.workload.trace import replay
+from lossless.client.apis import session as api_session
 from lossless.client.call import CallCancelled, CallOptions, Job, call, unfinished
-from lossless.client.endpoints import Endpoint, api_key
+from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
 from lossless.client.prometheus import scrape
 from lossless.client.prompt import Prompt
@@ -141,7 +142,7 @@ class _Run:
         self.rng = random.Random(cfg.seed + 1)  # retry jitter
         self.writer = JsonlWriter(cfg.records_path) if cfg.records_path else None
         every = cfg.policy.with_backup(cfg.endpoints)
-        self.sessions = {e.name: session_for(e, cfg.connect_timeout) for e in every}
+        self.sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in every}
 
     def stamped(self, record: RequestRecord) -> RequestRecord:
         return replace(record, worker=self.cfg.worker, host=HOST, wall_anchor_ns=self.wall_anchor_ns)
@@ -338,16 +339,11 @@ async def _scrape(
     return found
 
 
-def session_for(endpoint: Endpoint, connect_timeout: float) -> Session:
-    """The pooled HTTP client of one endpoint: its headers, and its key read from the environment now."""
-    return Session(endpoint.base_url, dict(endpoint.headers), api_key(endpoint), connect_timeout)
-
-
 def scrape_once(cfg: BenchConfig) -> dict[str, dict[str, float]]:
     """Every endpoint's /metrics counters, read now on sessions of its own (a driver between levels)."""
 
     async def read() -> dict[str, dict[str, float]]:
-        sessions = {e.name: session_for(e, cfg.connect_timeout) for e in cfg.endpoints}
+        sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in cfg.endpoints}
         try:
             return await _scrape(sessions, cfg.endpoints)
         finally:

@@ -69,7 +69,10 @@ def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
     bench_plan = plan(options)
     if bench_plan.run.endpoints:
         every = bench_plan.run.policy.with_backup(bench_plan.run.endpoints)
-        given.checked(every, options.api, options.stream, options.timeout_total)
+        answered = given.checked(every, options.api, options.stream, options.timeout_total)
+        # usage in every chunk where it was taken: inter-token times per token, not per chunk
+        running = tuple(replace(e, running_usage=answered[e.name].running) for e in bench_plan.run.endpoints)
+        bench_plan = replace(bench_plan, run=replace(bench_plan.run, endpoints=running))
     with embedded.endpoints(bench_plan.run.endpoints, options.embedded) as found:
         return measure(
             replace(bench_plan, run=replace(bench_plan.run, endpoints=found)), resume=options.resume

@@ -8,10 +8,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from lossless.bench.loop import BenchConfig, session_for
+from lossless.bench.loop import BenchConfig
 from lossless.bench.options import BenchOptions
 from lossless.bench.workload.synthetic import Synthetic
 from lossless.client import endpoints as ep
+from lossless.client.apis import session as api_session
 from lossless.client.call import CallOptions
 from lossless.errors import ModelError, UsageError
 from lossless.provision.counting import load_token_counter
@@ -50,7 +51,7 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
     text = "Hello there."
 
     async def ask(force: bool) -> RequestRecord:
-        session = session_for(endpoint, config.connect_timeout)
+        session = api_session(endpoint, config.call.api, config.connect_timeout)
         prompt = Prompt("calibrate", "calibrate", (("user", text),), max_tokens=1, force_output=force)
         try:
             options = CallOptions(config.call.api, False, 1, None, config.call.total_timeout)

@@ -11,11 +11,13 @@ import click
 from lossless.bench.options import DEFAULT_REQUESTS, MAX_WORKERS, BenchOptions
 from lossless.bench.workload.synthetic import parse_lengths
 from lossless.cli.common import (
+    APIS,
     SECONDS,
     SEED,
     SEED_HELP,
     Decorator,
     FiniteFloat,
+    api_flag,
     endpoint_flags,
     examples,
     exit_interrupted,
@@ -64,10 +66,7 @@ def workload_flags(fn: Any) -> Any:
             "conversations (--requests counts them): chat:TURNS[,THINK_S], conversations:PATH[,THINK_S]; "
             "a timestamped trace replayed at its own times: trace:PATH; A+B takes turns.",
         ),
-        click.option(
-            "--api", default=B.api, show_default=True, type=click.Choice(["chat", "completions"]),
-            help="The API the requests go to: /chat/completions or /completions.",
-        ),
+        api_flag(B.api, APIS),
         click.option(
             "--stream/--no-stream", default=B.stream, show_default=True,
             help="Streamed answers (time to first token, per-token times) or whole ones (end-to-end only).",

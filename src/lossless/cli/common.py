@@ -177,6 +177,26 @@ def json_flag(what: str) -> Decorator:
     )
 
 
+API_HELP = {
+    "chat": "/chat/completions (OpenAI Chat Completions)",
+    "completions": "/completions (legacy, a plain prompt)",
+    "responses": "/responses (OpenAI Responses)",
+    "messages": "/messages (Anthropic Messages: the key as x-api-key)",
+}
+
+APIS = tuple(API_HELP)  # as client.apis.APIS, which this module does not import (aiohttp is slow to load)
+CHAT_APIS = ("chat", "responses", "messages")  # the APIs that carry messages and tools
+
+
+def api_flag(default: str, apis: Sequence[str], more: str = "") -> Decorator:
+    """--api: which of the APIs the requests are made in (``client.apis``); ``more`` says what it changes."""
+    told = "; ".join(f"{a}: {API_HELP[a]}" for a in apis)
+    return click.option(
+        "--api", default=default, show_default=True, type=click.Choice(list(apis)),
+        help=f"The API the requests are made in - {told}." + (f" {more}" if more else ""),
+    )  # fmt: skip
+
+
 MODEL_HELP = (
     "Model name sent to the URLs [default: the one model their /models lists; without URLs, the "
     "embedded model, or the checkpoint this names]."

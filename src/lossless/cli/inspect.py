@@ -9,9 +9,11 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
+    CHAT_APIS,
     SECONDS,
     SEED,
     SEED_HELP,
+    api_flag,
     endpoint_flags,
     examples,
     friendly_errors,
@@ -36,6 +38,7 @@ DEFAULTS = InspectOptions()
     ),
 )
 @endpoint_flags
+@api_flag(DEFAULTS.api, CHAT_APIS, "Precision's scoring asks /completions whatever this is.")
 @click.option(
     "--tokenizer",
     "tokenizers",

@@ -11,11 +11,13 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
+    CHAT_APIS,
     ENDPOINTS_HELP,
     MODEL_HELP,
     SECONDS,
     SEED,
     SEED_HELP,
+    api_flag,
     examples,
     friendly_errors,
     output_flags,
@@ -47,6 +49,7 @@ SETS = "humaneval, arithmetic, tools, bfcl-simple, bfcl-multiple, bfcl-irrelevan
     "--endpoints", "endpoints_file", type=click.Path(path_type=Path),
     help=ENDPOINTS_HELP + " probe checks one: a file of one [[endpoint]].",
 )  # fmt: skip
+@api_flag(P.api, CHAT_APIS, "The checks' requests are chat's, put in that API's own words.")
 @click.option(
     "--repeats", default=P.repeats, show_default=True, type=click.IntRange(2, 50),
     help="Requests per arm where a check compares two (on against off, two seeds).",
@@ -101,10 +104,10 @@ def _budgets() -> str:
     "--budget", default="default", show_default=True,
     help=f"What the run spends: prompts x samples x tokens per sample ({_budgets()}), or PxSxT.",
 )  # fmt: skip
-@click.option(
-    "--api", default=V.api, show_default=True, type=click.Choice(["completions", "chat"]),
-    help="completions can score a text token by token (teacher forcing) where the server echoes "
-    "log-probabilities; chat works with any provider, on sampled answers alone.",
+@api_flag(
+    V.api, ("completions", "chat", "responses", "messages"),
+    "completions can score a text token by token (teacher forcing) where the server echoes "
+    "log-probabilities; the others compare sampled answers alone.",
 )  # fmt: skip
 @click.option("--seed", default=V.seed, show_default=True, type=SEED, help=SEED_HELP)
 @click.option(

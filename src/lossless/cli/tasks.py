@@ -8,10 +8,12 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
+    CHAT_APIS,
     SECONDS,
     SEED,
     SEED_HELP,
     FiniteFloat,
+    api_flag,
     endpoint_flags,
     examples,
     friendly_errors,
@@ -45,6 +47,7 @@ PRICE = FiniteFloat(0, 1e9)
     "Lines).",
 )
 @click.option("--limit", default=None, type=click.IntRange(1), help="Only the set's first N tasks.")
+@api_flag(T.api, CHAT_APIS, "An agent's turns, tool calls and results in that API's own items.")
 @click.option(
     "--samples",
     default=T.samples,

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from lossless.client.native import reader
 from lossless.client.openai import Chunk
 from lossless.records import TOKEN_KINDS
 
@@ -57,7 +58,10 @@ class Answer:
     def __init__(
         self, api: str | None, first_token: asyncio.Event | None = None, *, lenient: bool = False
     ) -> None:
-        self.api = api  # "chat" or "completions"; None: told by each choice's shape (a "text" field)
+        # "chat" or "completions"; None: told by each choice's shape (a "text" field); "responses" or
+        # "messages": each event is first turned into a chat chunk by ``native``'s reader
+        self.native = reader(api)
+        self.api = "chat" if self.native is not None else api
         self.on_first_token = first_token  # set when the first token arrives (bench --failover-after)
         self.lenient = lenient
         self.event_ns: list[int] = []
@@ -95,6 +99,9 @@ class Answer:
                 if not self.lenient:
                     raise
                 self.problem = self.problem or str(exc)
+            if self.native is not None and self.native.done:  # the API's own last event
+                self.done = True
+                return True
         return self.done
 
     def event(self, payload: bytes, t: int) -> None:
@@ -105,6 +112,8 @@ class Answer:
         if not isinstance(obj, dict):
             raise MalformedStream(f"event is not a JSON object: {payload[:80]!r}")
         self.events += 1
+        if self.native is not None:
+            obj = self._native(obj, payload, stream=True)
         if "error" in obj:
             if self.lenient and isinstance(obj.get("choices"), list):  # fold what it carries too
                 self._add_or_raise(obj, t, stream=True, payload=payload)
@@ -117,12 +126,21 @@ class Answer:
             obj = json.loads(body)
         except (ValueError, RecursionError) as exc:
             raise MalformedStream(f"response is not a completion object ({exc}): {body[:80]!r}") from exc
+        if self.native is not None and isinstance(obj, dict):
+            obj = self._native(obj, body, stream=False)
         try:
             self.add(obj, t, stream=False)
         except ValueError as exc:
             raise MalformedStream(f"response is not a completion object ({exc}): {body[:80]!r}") from exc
         self.done = True
         self.end_ns = t
+
+    def _native(self, obj: dict[str, Any], payload: bytes, stream: bool) -> dict[str, Any]:
+        assert self.native is not None
+        try:
+            return self.native.chunk(obj, stream)
+        except (ValueError, TypeError, AttributeError) as exc:  # a field of a shape the API never sends
+            raise MalformedStream(f"unexpected event shape ({exc}): {payload[:80]!r}") from exc
 
     def _add_or_raise(self, obj: dict[str, Any], t: int, stream: bool, payload: bytes) -> None:
         try:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lossless.client.answer import Answer, MalformedStream, StreamError
+from lossless.client.apis import PATHS
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session, TransportError
-from lossless.client.openai import PATHS, cached_tokens, error_of, reasoning_tokens, request_body
+from lossless.client.openai import cached_tokens, error_of, reasoning_tokens, request_body
 from lossless.client.prompt import Prompt
 from lossless.client.sse import read_events
 from lossless.records import Failure, RequestRecord, http_failure
@@ -24,7 +25,7 @@ from lossless.records import Failure, RequestRecord, http_failure
 
 @dataclass(frozen=True)
 class CallOptions:
-    api: str  # "chat" or "completions"
+    api: str  # one of ``apis.APIS``
     stream: bool
     max_tokens: int
     first_token_timeout: float | None  # seconds from sending to the first token event

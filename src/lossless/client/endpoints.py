@@ -43,6 +43,9 @@ class Endpoint:
     price_out: float | None = None  # USD per million output tokens
     price_cached_in: float | None = None  # USD per million cached input tokens; None: at price_in
     tokenizer: str | None = None  # counts N_out when the server sends no usage: tokenizer.json, GGUF, name
+    # found, not written: it takes stream_options.continuous_usage_stats (vLLM's; ours), so every chunk of
+    # a stream carries the running token count and inter-token times are per token, not per chunk
+    running_usage: bool = False
 
 
 def api_key(endpoint: Endpoint) -> str | None:

@@ -74,11 +74,16 @@ class Session:
     """One pooled client per endpoint; connections are reused like a real application would."""
 
     def __init__(
-        self, base_url: str, headers: dict[str, str], key: str | None, connect_timeout: float
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        key: str | None,
+        connect_timeout: float,
+        key_header: str = "authorization",  # or "x-api-key" (Anthropic's Messages API): the key bare
     ) -> None:
         self._headers = {"content-type": "application/json", "accept-encoding": "identity", **headers}
         if key:
-            self._headers["authorization"] = f"Bearer {key}"
+            self._headers[key_header] = f"Bearer {key}" if key_header == "authorization" else key
         # a password in the URL (http://user:key@host/v1) is a key too: aiohttp sends it as basic auth
         self._secrets = tuple(s for s in (key, urlsplit(base_url).password) if s)
         self._base = base_url.rstrip("/")

@@ -1,22 +1,22 @@
-"""The OpenAI wire format: request bodies for both APIs, and what one response chunk carries."""
+"""The OpenAI wire format: bench's request bodies (in any of the four APIs, by way of ``apis``), and what
+one chat or completions chunk carries (``native`` turns the other two APIs' events into such chunks)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from lossless.client.apis import NATIVE, native_body
 from lossless.client.endpoints import Endpoint
 from lossless.client.prompt import Prompt
 from lossless.records import CONTENT, EMPTY, REASONING, TOOL, USAGE
-
-PATHS = {"chat": "/chat/completions", "completions": "/completions"}
 
 
 def request_body(
     endpoint: Endpoint, prompt: Prompt, api: str, stream: bool, max_tokens: int
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"model": endpoint.model, "max_tokens": prompt.max_tokens or max_tokens}
-    if api == "chat":
+    if api != "completions":
         body["messages"] = [{"role": role, "content": content} for role, content in prompt.messages]
     else:
         body["prompt"] = prompt.text
@@ -24,9 +24,19 @@ def request_body(
         body["ignore_eos"] = True
     if stream:
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}  # the only exact N_out while streaming
-    body.update(endpoint.body)
+        body["stream_options"] = stream_usage(api, endpoint.running_usage)
+    if api in NATIVE:
+        body = native_body(api, body)
+    body.update(endpoint.body)  # the endpoint's own fields as written, in the API it speaks
     return body
+
+
+def stream_usage(api: str, running: bool) -> dict[str, bool]:
+    """``stream_options``: usage at the end (the only exact N_out while streaming), and in every chunk
+    where the endpoint takes vLLM's ``continuous_usage_stats`` (chat and completions only)."""
+    if running and api in ("chat", "completions"):
+        return {"include_usage": True, "continuous_usage_stats": True}
+    return {"include_usage": True}
 
 
 class Chunk:

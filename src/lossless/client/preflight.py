@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urlsplit
 
 from lossless.client.answer import Answer, MalformedStream, StreamError
+from lossless.client.apis import NATIVE, PATHS, native_body, session as api_session
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Session, TransportError, unreachable
-from lossless.client.openai import PATHS, error_of
+from lossless.client.openai import error_of, stream_usage
 from lossless.client.sse import read_events
 from lossless.errors import EndpointError, UsageError
 from lossless.records import Failure
@@ -32,6 +34,7 @@ class Answered:
 
     ok: bool  # an answer came (not a 429 or 5xx, which are left to the run)
     usage: bool  # it reported usage (llama.cpp streams none: then a tokenizer counts N_out)
+    running: bool = False  # a stream asking for usage in every chunk was taken (``Endpoint.running_usage``)
 
 
 async def served_models(session: Session, base_url: str, timeout: float = 5.0) -> list[str] | None:
@@ -75,29 +78,41 @@ async def check(
     """One one-token request to ``endpoint``, sent as the run will send its own (``api``, ``stream``, the
     endpoint's extra fields); an ``EndpointError`` saying what to change when the answer shows a mistake.
     An answer that is slow, cut, malformed, a 429 or a 5xx is the endpoint's behaviour: left to the run."""
-    body = {"model": endpoint.model, "max_tokens": 1, "temperature": 0}
-    body |= {"messages": [{"role": "user", "content": "Hi"}]} if api == "chat" else {"prompt": "Hi"}
+    body: dict[str, Any] = {"model": endpoint.model, "max_tokens": 1, "temperature": 0}
+    body |= {"prompt": "Hi"} if api == "completions" else {"messages": [{"role": "user", "content": "Hi"}]}
+    running = stream and api in ("chat", "completions")  # ask for usage in every chunk: taken or refused?
     if stream:
-        body |= {"stream": True, "stream_options": {"include_usage": True}}
-    body |= dict(endpoint.body)
-    session = Session(endpoint.base_url, dict(endpoint.headers), api_key(endpoint), min(timeout, 10.0))
+        body |= {"stream": True, "stream_options": stream_usage(api, running)}
+    body = native_body(api, body) | dict(endpoint.body)
+    session = api_session(endpoint, api, min(timeout, 10.0))
     try:
         async with asyncio.timeout(min(timeout, 60.0)):  # a silent endpoint must not hold the run up long
-            return await _ask(session, endpoint, PATHS[api], json.dumps(body).encode(), stream)
+            if running:
+                answered = await _ask(session, endpoint, api, json.dumps(body).encode(), stream, refusal=True)
+                if answered is not None:
+                    return replace(answered, running=answered.ok)
+                body["stream_options"] = stream_usage(api, False)  # refused: asked again as the run will
+            found = await _ask(session, endpoint, api, json.dumps(body).encode(), stream)
+            assert found is not None
+            return found
     except TimeoutError:
         return Answered(ok=False, usage=False)  # connected and slow or silent: the run measures it
     finally:
         await session.aclose()
 
 
-async def _ask(session: Session, endpoint: Endpoint, path: str, body: bytes, stream: bool) -> Answered:
+async def _ask(
+    session: Session, endpoint: Endpoint, api: str, body: bytes, stream: bool, refusal: bool = False
+) -> Answered | None:
+    """The answer to one request; with ``refusal``, None when it was refused as a bad request (400, 422)."""
+    path = PATHS[api]
     try:
         async with session.post(path, body) as resp:
             if resp.status != 200:
                 raw = await resp.read(4000)
                 status, text = resp.status, session.redact(raw.decode("utf-8", "replace"))
             else:
-                answer = Answer(None)
+                answer = Answer(api if api in NATIVE else None)
                 if stream:
                     answer.end_ns = await read_events(resp, answer.read, lambda: 0)
                 else:
@@ -112,6 +127,8 @@ async def _ask(session: Session, endpoint: Endpoint, path: str, body: bytes, str
         return Answered(ok=False, usage=False)  # an answer, malformed: the run records it as such
     if status == 429 or status >= 500:
         return Answered(ok=False, usage=False)  # the endpoint's state: the run measures it
+    if refusal and status in (400, 422):
+        return None
     raise _refused(endpoint, await _explain(session, endpoint, path, status, text))
 
 

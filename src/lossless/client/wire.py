@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lossless.client.answer import MAX_ERROR_CHARS, Answer
-from lossless.client.endpoints import Endpoint, api_key, public_url
+from lossless.client.apis import NATIVE, native_body, path_of, session
+from lossless.client.endpoints import Endpoint, public_url
 from lossless.client.http import Response, Session, TransportError
 from lossless.client.openai import error_of, reasoning_tokens
 from lossless.client.sse import read_events
@@ -64,15 +65,19 @@ class Reply:
 
 
 class Wire:
-    """One endpoint's session; ``async with Wire(endpoint) as w: await w.post(body)``."""
+    """One endpoint's session; ``async with Wire(endpoint) as w: await w.post(body)``.
 
-    def __init__(self, endpoint: Endpoint, timeout_s: float = 120.0, connect_timeout_s: float = 10.0) -> None:
+    Bodies are chat's (or completions'); with ``api`` "responses" or "messages" a chat body goes to that
+    API's path in its own words (``apis.native_body``) and its answer is read back as chat's."""
+
+    def __init__(
+        self, endpoint: Endpoint, timeout_s: float = 120.0, connect_timeout_s: float = 10.0, api: str = "chat"
+    ) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self.api = api
         self.reached = False  # it has answered at least once (headers came back)
-        self._session = Session(
-            endpoint.base_url, dict(endpoint.headers), api_key(endpoint), connect_timeout_s
-        )
+        self._session: Session = session(endpoint, api, connect_timeout_s)
 
     async def __aenter__(self) -> Wire:
         return self
@@ -103,6 +108,9 @@ class Wire:
 
     async def _post(self, body: dict[str, Any], path: str) -> Reply:
         # the endpoint's own fields last, as bench merges them: what its file asks for is what it gets
+        native = self.api in NATIVE and path_of(self.api, path) != path
+        if native:
+            body, path = native_body(self.api, body), path_of(self.api, path)
         full = {"model": self.endpoint.model, **body, **self.endpoint.body}
         data = json.dumps(full).encode()
         start = time.perf_counter()
@@ -113,7 +121,7 @@ class Wire:
                     raw = await resp.read(4000)
                     return Reply(resp.status, time.perf_counter() - start, error=self._message(raw))
                 if full.get("stream"):
-                    return await self._stream(resp, start)
+                    return await self._stream(resp, start, native)
                 raw = await resp.whole()
         except TransportError as exc:
             raise EndpointError(
@@ -124,23 +132,23 @@ class Wire:
                 f"endpoint {self.endpoint.name!r} ({public_url(self.endpoint.base_url)}): "
                 f"no complete answer to {path} within {self.timeout_s:g} s"
             ) from exc
-        return self._whole(raw, time.perf_counter() - start)
+        return self._whole(raw, time.perf_counter() - start, native)
 
     def _message(self, raw: bytes) -> str:
         said = error_of(raw.decode("utf-8", "replace"))[1]
         return self._session.redact(said)[:MAX_ERROR_CHARS] or "(empty body)"
 
-    def _whole(self, raw: bytes, elapsed: float) -> Reply:
-        answer = Answer(None)
+    def _whole(self, raw: bytes, elapsed: float, native: bool) -> Reply:
+        answer = Answer(self.api if native else None)
         try:
             body = json.loads(raw)
-            answer.add(body, 0, stream=False)
-        except (ValueError, RecursionError):  # not JSON, or not a completion object
+            answer.add(answer.native.chunk(body, False) if answer.native else body, 0, stream=False)
+        except (ValueError, RecursionError, TypeError, AttributeError):  # not JSON, not a completion object
             return Reply(200, elapsed, error=f"not a completion object: {self._message(raw[:200])}")
         return Reply(200, elapsed, _choices(answer, stream=False), answer.usage, body=body)
 
-    async def _stream(self, resp: Response, start: float) -> Reply:
-        answer = Answer(None, lenient=True)
+    async def _stream(self, resp: Response, start: float, native: bool) -> Reply:
+        answer = Answer(self.api if native else None, lenient=True)
         await read_events(resp, answer.read, time.perf_counter_ns)
         problem = answer.problem
         if problem is None and not answer.finished():

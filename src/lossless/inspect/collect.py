@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from lossless.client.apis import session as api_session
 from lossless.client.call import CallOptions, Job, call
-from lossless.client.endpoints import Endpoint, api_key
-from lossless.client.http import Session
+from lossless.client.endpoints import Endpoint
 from lossless.client.prometheus import scrape
 from lossless.inspect.arms import ARMS, Arm, order, prompt
 from lossless.records import RequestRecord
@@ -34,6 +34,7 @@ class Plan:
     budget_s: float  # no round starts after this many seconds
     timeout_s: float = 60.0  # one request, start to end
     connect_timeout_s: float = 10.0
+    api: str = "chat"  # chat, responses or messages: the API the requests are made in
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ async def collect(
     settled: Settled,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> Collected:
-    session = Session(endpoint.base_url, dict(endpoint.headers), api_key(endpoint), plan.connect_timeout_s)
-    opts = CallOptions("chat", True, plan.max_tokens, plan.timeout_s, plan.timeout_s)
+    session = api_session(endpoint, plan.api, plan.connect_timeout_s)
+    opts = CallOptions(plan.api, True, plan.max_tokens, plan.timeout_s, plan.timeout_s)
     start = clock()
     records: list[RequestRecord] = []
     stopped = "max rounds"

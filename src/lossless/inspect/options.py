@@ -24,6 +24,7 @@ class InspectOptions:
     urls: tuple[str, ...] = ()  # base URLs; none: the embedded server, served plainly
     model: str | None = None  # "model" sent to the URLs; the embedded model's name or path without URLs
     api_key_env: str | None = None
+    api: str = "chat"  # chat, responses or messages (precision's scoring asks /completions whatever this is)
     endpoints_file: Path | None = None  # TOML of [[endpoint]] tables, instead of urls
     tokenizers: tuple[str, ...] = ()  # identity references beyond the bundled ones: tokenizer.json, GGUF
     max_tokens: int = 48  # per speculation request: enough for bursts, short enough to stay in a passage

@@ -98,9 +98,9 @@ def run(options: InspectOptions) -> InspectResult:
     named_urls = _named(options)
     named = _references(options)
     refs = identity.references(options.tokenizers)
-    plan = Plan(options.max_tokens, options.min_rounds, options.max_rounds, options.budget_s)
+    plan = Plan(options.max_tokens, options.min_rounds, options.max_rounds, options.budget_s, api=options.api)
     scored: dict[str, Scores] = {}  # references scored so far: once per run, shared by every card
-    given.checked([*(e for _, e in named if isinstance(e, Endpoint)), *named_urls])
+    given.checked([*(e for _, e in named if isinstance(e, Endpoint)), *named_urls], options.api)
     if options.precision:  # named ones first: an unreachable one fails before any card
         _score_references(named, scored, options)
     cards = []
@@ -195,7 +195,7 @@ async def _measure(
 ) -> tuple[Listing, identity.Measured, Collected, ContextLimit | None]:
     listing = await _listing(endpoint)
     phase(f"inspect {endpoint.name}: identity (token counts of crafted strings)")
-    async with Wire(endpoint) as w:
+    async with Wire(endpoint, api=plan.api) as w:
         measured = await identity.measure(w)
     phase(f"inspect {endpoint.name}: speculative decoding, {plan.min_rounds}-{plan.max_rounds} rounds")
 
@@ -207,7 +207,7 @@ async def _measure(
         return listing, measured, got, None
     # after the timed requests: a long prefill must not land among them
     phase(f"inspect {endpoint.name}: the context limit, by behaviour")
-    async with Wire(endpoint, timeout_s=CONTEXT_TIMEOUT_S) as w:
+    async with Wire(endpoint, timeout_s=CONTEXT_TIMEOUT_S, api=plan.api) as w:
         return listing, measured, got, await measure_context(w, listing.context)
 
 

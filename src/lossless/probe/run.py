@@ -22,23 +22,25 @@ from lossless.provision import embedded, given
 class ProbeResult:
     endpoint: Endpoint
     checks: tuple[Check, ...]
+    api: str = "chat"
 
     def as_dict(self) -> dict[str, Any]:
         e = self.endpoint
         return {
             "endpoint": {"name": e.name, "base_url": public_url(e.base_url), "model": e.model},
+            "api": self.api,
             "checks": [asdict(c) for c in self.checks],
         }
 
 
-async def probe(endpoint: Endpoint, settings: Settings) -> ProbeResult:
+async def probe(endpoint: Endpoint, settings: Settings, api: str = "chat") -> ProbeResult:
     checks: list[Check] = []
-    async with Wire(endpoint) as w:
+    async with Wire(endpoint, api=api) as w:
         # one after another: a check's latencies must not share the server with another's
         for check in (*CHECKS, tool_checks.tool_calling, tool_checks.response_format):
             phase(f"probe {endpoint.name}: {check.__name__.replace('_', ' ')}")
             checks.extend(await check(w, settings))
-    return ProbeResult(endpoint, tuple(checks))
+    return ProbeResult(endpoint, tuple(checks), api)
 
 
 def _named(options: ProbeOptions) -> tuple[Endpoint, ...]:
@@ -56,7 +58,7 @@ def run(options: ProbeOptions) -> ProbeResult:
     """Probe the URL, or the embedded server started for the occasion; a missing key fails first, then a
     URL, model or key that one request shows wrong: an error status is never read as a verdict."""
     named = _named(options)
-    given.checked(named)
+    given.checked(named, options.api)
     settings = Settings(repeats=options.repeats, max_tokens=options.max_tokens)
     with embedded.endpoints(named, options.embedded) as found:
-        return asyncio.run(probe(found[0], settings))
+        return asyncio.run(probe(found[0], settings, options.api))

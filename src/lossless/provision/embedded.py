@@ -67,7 +67,12 @@ def serve_embedded(spec: Embedded, *, speculative: bool = False) -> Iterator[Ser
     sides = {"plain": plain, "speculative": alone} if speculative else {"embedded": alone}
     with ExitStack() as stack:
         found = tuple(
-            Endpoint(name, stack.enter_context(start_embedded(config, loaded=loaded)), loaded.name)
+            Endpoint(
+                name,
+                stack.enter_context(start_embedded(config, loaded=loaded)),
+                loaded.name,
+                running_usage=True,  # ours sends usage in every chunk when asked
+            )
             for name, config in sides.items()
         )
         yield Served(found, loaded.name, dtype, reason)

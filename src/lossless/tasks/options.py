@@ -22,6 +22,7 @@ class TasksOptions:
     samples: int = 1  # runs per task (pass@k for k up to this)
     repairs: int = 0  # further attempts after a failed check, with the checker's reason fed back
     concurrency: int = 1  # tasks in flight per endpoint (endpoints run one after another)
+    api: str = "chat"  # chat, responses or messages (an agent's turns need messages and tools)
     stream: bool = True
     max_tokens: int | None = None  # per model call at most; None: the task's own budget
     temperature: float | None = None  # None: the endpoint's default
@@ -46,6 +47,9 @@ class TasksOptions:
             raise UsageError(f"--limit wants a positive number of tasks, got {self.limit}")
         if not 1 <= self.samples <= 1000 or not 1 <= self.concurrency <= MAX_CONCURRENCY:
             raise UsageError("--samples wants 1 to 1,000 and --concurrency 1 to 100,000")
+        if self.api == "completions":
+            raise UsageError("--api completions has no messages or tools to run tasks with: use chat, "
+                             "responses or messages")  # fmt: skip
         if not 0 < self.margin < 1:
             raise UsageError(f"--margin wants a share between 0 and 1, got {self.margin:g}")
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from lossless.client import endpoints as ep
+from lossless.client.apis import session as api_session
 from lossless.client.endpoints import Endpoint
-from lossless.client.http import Session
 from lossless.client.preflight import check
 from lossless.console import progress_bar
 from lossless.provision import embedded, given
@@ -40,7 +40,7 @@ async def run_endpoint(
 ) -> list[TaskRun]:
     """Every task ``samples`` times on one endpoint, ``concurrency`` at once, in task order; ``counter``
     counts the output tokens of answers without usage; ``on_done`` is called as each run ends."""
-    session = Session(endpoint.base_url, dict(endpoint.headers), ep.api_key(endpoint), connect_timeout)
+    session = api_session(endpoint, config.api, connect_timeout)
     gate = asyncio.Semaphore(concurrency)
     prices = prices_of(endpoint, price_tool)
 
@@ -57,12 +57,12 @@ async def run_endpoint(
         await session.aclose()
 
 
-async def preflight(endpoint: Endpoint, stream: bool = True) -> bool:
+async def preflight(endpoint: Endpoint, stream: bool = True, api: str = "chat") -> bool:
     """One one-token chat request before any task, sent as the tasks' are (streamed or not), so that a
     wrong URL, model or key stops the run in one line instead of every task ending in the same error
     (``client.preflight``; a 429 or 5xx is left to the tasks' retries). Returns whether an answer came
     without usage (llama.cpp streams none): then its tokenizer is wanted."""
-    answered = await check(endpoint, "chat", stream)
+    answered = await check(endpoint, api, stream)
     return answered.ok and not answered.usage
 
 
@@ -72,7 +72,7 @@ async def run_all(
     config = runner_config(options)
     counters: dict[str, Counter | None] = {}
     for endpoint in endpoints:
-        no_usage = await preflight(endpoint, config.stream)
+        no_usage = await preflight(endpoint, config.stream, config.api)
         # found before any task runs, so that loading it (seconds) is in no task's time
         counters[endpoint.name] = await asyncio.to_thread(find_counter, endpoint) if no_usage else None
     per: list[list[TaskRun]] = []
@@ -92,7 +92,7 @@ async def run_all(
         for i in range(1, len(summaries))
     )
     settings = {
-        "tasks": len(tasks), "samples": options.samples, "repairs": options.repairs,
+        "tasks": len(tasks), "samples": options.samples, "repairs": options.repairs, "api": options.api,
         "concurrency": options.concurrency, "retries": options.retries, "stream": options.stream,
         "max_tokens": options.max_tokens, "temperature": options.temperature, "margin": options.margin,
         "tool_choice": options.tool_choice,
@@ -104,7 +104,8 @@ async def run_all(
 
 def runner_config(options: TasksOptions) -> RunnerConfig:
     return RunnerConfig(
-        stream=options.stream, max_tokens=options.max_tokens, temperature=options.temperature,
+        api=options.api, stream=options.stream, max_tokens=options.max_tokens,
+        temperature=options.temperature,
         tool_choice=options.tool_choice,
         retries=options.retries, retry_wait=options.retry_wait, repairs=options.repairs,
         call_timeout=options.timeout, seed=options.seed,

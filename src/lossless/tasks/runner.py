@@ -68,6 +68,7 @@ def prices_of(endpoint: Endpoint, tool: float | None) -> Prices:
 
 @dataclass(frozen=True)
 class RunnerConfig:
+    api: str = "chat"  # chat, responses or messages: the API the model calls are made in
     stream: bool = True
     max_tokens: int | None = None  # per model call at most; the task's budget bounds all of an attempt's
     temperature: float | None = None  # None: the endpoint's default
@@ -248,7 +249,7 @@ async def _call(
 ) -> Turn | None:
     """One model call, sent again after retryable failures; the answered Turn, or None."""
     for retry in range(config.retries + 1):
-        turn = await chat_turn(session, body, config.call_timeout)
+        turn = await chat_turn(session, body, config.call_timeout, api=config.api)
         call = _model_call(turn, tally.step_in_attempt + 1, retry, tally.prices, tally.counter)
         tally.add(call)
         if turn.ok:

@@ -63,7 +63,7 @@ class Caller:
     that a failed request is data (counted by kind), never the end of the run."""
 
     wire: Wire
-    api: str  # "completions" or "chat"
+    api: str  # "completions", or "chat", "responses", "messages" (chat bodies: Wire puts them in their API)
     gate: asyncio.Semaphore
     tokens: bool = True  # the endpoint gives token log-probabilities (greedy answers ask for them)
     # ... and sampled answers ask too, for token boundaries: only where the teacher-forced tests use
@@ -95,7 +95,7 @@ class Caller:
         body: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
         if seed is not None:
             body["seed"] = seed
-        if self.api == "chat":
+        if self.api != "completions":
             body["messages"] = [{"role": "user", "content": prompt}]
             path = "/chat/completions"
             # llama.cpp sends no chat logprobs unless top_logprobs is set too

@@ -46,9 +46,11 @@ class Capabilities:
 
 async def detect(c: Caller) -> Capabilities:
     name = f"{c.wire.endpoint.name!r} ({public_url(c.wire.endpoint.base_url)})"
-    path = "/chat/completions" if c.api == "chat" else "/completions"
+    path = (
+        "/completions" if c.api == "completions" else "/chat/completions"
+    )  # Wire puts the rest in their API
     body: dict[str, Any] = {"max_tokens": 2, "temperature": 0}
-    if c.api == "chat":
+    if c.api != "completions":
         body["messages"] = [{"role": "user", "content": PROBE}]
     else:
         body["prompt"] = PROBE
@@ -60,7 +62,7 @@ async def detect(c: Caller) -> Capabilities:
     if not sampler:
         said.append("top_k/min_p/repeat_penalty refused: its own sampling defaults apply")
     extra = NEUTRAL if sampler else {}
-    asked = {"logprobs": True, "top_logprobs": 1} if c.api == "chat" else {"logprobs": 1}
+    asked = {"logprobs": 1} if c.api == "completions" else {"logprobs": True, "top_logprobs": 1}
     with_lp = await c.wire.post({**body, **extra, **asked}, path)
     tokens = with_lp.ok and logprobs_of(with_lp) is not None
     if not tokens:

@@ -53,7 +53,10 @@ async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
     b, every = config.budget, collect.PROMPTS
     prompts, tasks = every[: b.prompts], collect.load_tasks()[: b.tasks]
     gate = asyncio.Semaphore(config.concurrency)
-    async with Wire(baseline, config.timeout) as wb, Wire(candidate, config.timeout) as wc:
+    async with (
+        Wire(baseline, config.timeout, api=config.api) as wb,
+        Wire(candidate, config.timeout, api=config.api) as wc,
+    ):
         base, cand = Caller(wb, config.api, gate), Caller(wc, config.api, gate)
         phase("verify: what each endpoint supports")
         caps = await asyncio.gather(detect(base), detect(cand))
@@ -110,7 +113,8 @@ async def _tasks(
     if config.task_set is None:
         solved = await asyncio.gather(collect.solve(base, tasks), collect.solve(cand, tasks))
         return (solved[0], solved[1]), None
-    found = await run_tasks(*sides, config.task_set, config.concurrency, config.timeout)
+    api = "chat" if config.api == "completions" else config.api  # a task set's turns need messages
+    found = await run_tasks(*sides, config.task_set, config.concurrency, config.timeout, api)
     return found.solved, found.parity
 
 

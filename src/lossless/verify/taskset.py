@@ -69,8 +69,9 @@ async def run_tasks(
     tasks: tuple[Task, ...],
     concurrency: int,
     timeout: float,
+    api: str = "chat",
 ) -> TaskEvidence:
-    config = RunnerConfig(temperature=0.0, call_timeout=timeout)
+    config = RunnerConfig(api=api, temperature=0.0, call_timeout=timeout)
     with_tools = any(t.tools for t in tasks)
     sides = (baseline, baseline, candidate) if with_tools else (baseline, candidate)
     each = max(1, concurrency // len(sides))
