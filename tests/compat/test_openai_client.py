@@ -114,3 +114,71 @@ def test_errors_come_back_as_the_clients_own_exceptions(client: tuple[openai.Ope
     with pytest.raises(openai.BadRequestError) as caught:
         c.chat.completions.create(model=model, messages=HELLO, max_tokens=4, temperature=-1)
     assert "temperature" in str(caught.value)
+
+
+# --- the Responses API --------------------------------------------------------------------------------
+
+TIME_TOOL = {
+    "type": "function",
+    "name": "get_time",
+    "description": "Local time in a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 24}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+
+
+def test_responses_whole_and_streamed_agree(client: tuple[openai.OpenAI, str]) -> None:
+    c, model = client
+    ask: dict[str, Any] = {"model": model, "input": HELLO, "max_output_tokens": 12, "temperature": 0}
+    whole = c.responses.create(**ask)
+    chat = c.chat.completions.create(model=model, messages=HELLO, max_tokens=12, temperature=0)
+    assert whole.object == "response" and whole.output_text == chat.choices[0].message.content
+    assert whole.usage is not None and chat.usage is not None
+    assert (whole.usage.input_tokens, whole.usage.output_tokens) == (
+        chat.usage.prompt_tokens,
+        chat.usage.completion_tokens,
+    )
+    assert whole.usage.input_tokens_details.cached_tokens == 0
+    assert whole.usage.output_tokens_details.reasoning_tokens == 0
+    kinds = [event.type for event in c.responses.create(**ask, stream=True)]
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]  # fmt: skip
+    assert whole.status == "incomplete" and whole.incomplete_details is not None  # cut at 12 tokens
+    assert kinds[-1] == "response.incomplete"
+    # the client's stream helper wants response.completed: an answer that ends by itself
+    short = {**ask, "input": "What is the capital of France? Answer in one word.", "max_output_tokens": 20}
+    with c.responses.stream(**short) as events:
+        deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        final = events.get_final_response()
+    whole = c.responses.create(**short)
+    assert final.status == "completed" == whole.status and "Paris" in whole.output_text
+    assert deltas == final.output_text == whole.output_text
+    assert final.usage == whole.usage
+
+
+def test_responses_tool_loop_of_two_turns(client: tuple[openai.OpenAI, str]) -> None:
+    c, model = client
+    history: list[Any] = [{"role": "user", "content": "What time is it in Paris?"}]
+    ask: dict[str, Any] = {"model": model, "tools": [TIME_TOOL], "max_output_tokens": 60, "temperature": 0}
+    first = c.responses.create(**ask, input=history, tool_choice="required")
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    assert call.name == "get_time" and json.loads(call.arguments)["city"]
+    with c.responses.stream(**ask, input=history, tool_choice="required") as events:
+        streamed = [item for item in events.get_final_response().output if item.type == "function_call"]
+    assert [json.loads(s.arguments) for s in streamed] == [json.loads(call.arguments)]
+    history += [*first.output, {"type": "function_call_output", "call_id": call.call_id, "output": "09:30"}]
+    second = c.responses.create(**{**ask, "max_output_tokens": 8}, input=history, tool_choice="none")
+    assert second.output_text and all(item.type == "message" for item in second.output)
+
+
+def test_responses_errors_are_the_clients_own_exceptions(client: tuple[openai.OpenAI, str]) -> None:
+    c, model = client
+    with pytest.raises(openai.NotFoundError):
+        c.responses.create(model="no-such-model", input="hi", max_output_tokens=4)
+    with pytest.raises(openai.BadRequestError) as caught:
+        c.responses.create(model=model, input="hi", max_output_tokens=4, previous_response_id="resp_1")
+    assert "previous_response_id" in str(caught.value)
