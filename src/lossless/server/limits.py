@@ -5,8 +5,9 @@ single read, up to 256 KiB with uvloop, passes) but not its time, and bounds nei
 its time: a client could hold a connection forever or make the server buffer and parse any amount.
 ``Limits`` names every bound (the defaults are what ``lossless serve`` uses; tests pass small ones);
 ``connection.py`` enforces the head's deadline, ``BodyGuard`` here the body's size and deadline.
-Refusals are OpenAI error bodies: 413 ``request_too_large``, 408 ``request_timeout``, 503
-``server_shutting_down``, each with ``connection: close`` (the rest of the body is never read).
+Refusals are OpenAI error bodies (Anthropic's on /v1/messages): 413 ``request_too_large``, 408
+``request_timeout``, 503 ``server_shutting_down``, each with ``connection: close`` (the rest of the body
+is never read).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lossless.server.responses import error_response
+from lossless.server.dialects import error
 
 # 4 MiB: the largest request any model we serve can use is far smaller (a 128k-token prompt as text or as
 # token ids is ~1 MB of JSON), while every byte admitted is buffered and parsed holding the GIL.
@@ -121,5 +122,6 @@ class BodyGuard:
         }[status]
         kind = "server_error" if status >= 500 else "invalid_request_error"
         # close: the unread rest of the body must not be taken for the next request on this connection
-        response = error_response(status, message, kind=kind, code=code, headers={"connection": "close"})
+        headers = {"connection": "close"}
+        response = error(scope["path"], status, message, kind=kind, code=code, headers=headers)
         await response(scope, receive, send)

@@ -92,7 +92,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role")
-            if role not in _ROLES:
+            if not isinstance(role, str) or role not in _ROLES:
                 raise InvalidRequest(f"{param}.role must be one of {', '.join(sorted(_ROLES))}", param=param)
             out.append({"role": role, "content": translate.text_parts(item.get("content"), param, _TEXT)})
         elif kind == "function_call":

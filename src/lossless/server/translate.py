@@ -54,7 +54,7 @@ def text_parts(value: Any, param: str, kinds: frozenset[str]) -> str:
         texts = []
         for i, part in enumerate(value):
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in kinds or not isinstance(part.get("text"), str):
+            if not isinstance(kind, str) or kind not in kinds or not isinstance(part.get("text"), str):
                 what = f"{kind!r} parts are not supported" if isinstance(kind, str) else "not a text part"
                 raise InvalidRequest(
                     f"{param}[{i}]: {what[:80]}; only {' and '.join(sorted(kinds))} parts are", param=param

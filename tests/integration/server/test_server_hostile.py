@@ -284,6 +284,78 @@ def test_fuzzed_raw_bodies_get_a_documented_answer(server: Server, raw: bytes) -
     assert_documented(post(server, "/v1/chat/completions", raw))
 
 
+def assert_documented_in(answer: Answer, api: str) -> None:
+    """The translated APIs: a 2xx whose body or stream ends as the API ends one, or a 4xx with an error
+    body in the API's shape (OpenAI's for /v1/responses, Anthropic's for /v1/messages)."""
+    assert answer.status < 500, (answer.status, answer.body[:300])
+    if answer.status < 300:
+        if not answer.headers["content-type"].startswith("text/event-stream"):
+            assert answer.json()["type" if api == "messages" else "object"] in ("message", "response")
+            return
+        last = json.loads(answer.body.strip().split(b"\n\n")[-1].split(b"data: ", 1)[1])
+        assert last["type"] in ("message_stop", "response.completed", "response.incomplete"), last
+        return
+    body = answer.json()
+    if api == "messages":
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
+        assert body["error"]["type"] in ("invalid_request_error", "not_found_error"), body
+    else:
+        assert set(body["error"]) == ERROR_KEYS and body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"] and "\n" not in body["error"]["message"]
+
+
+texts = plausible(
+    odd_text | st.lists(st.fixed_dictionaries({"type": plausible(st.just("text")), "text": odd_text}))
+)
+TOOL_BODY = st.fixed_dictionaries({"name": plausible(odd_text), "input_schema": json_values})
+RESPONSES = {
+    **{k: COMMON[k] for k in ("model", "stream", "temperature", "top_p", "seed")},
+    "input": plausible(odd_text | st.lists(json_values | st.fixed_dictionaries({
+        "role": plausible(st.sampled_from(["user", "assistant", "developer"])), "content": texts,
+    }), max_size=3)),
+    "instructions": plausible(odd_text),
+    "max_output_tokens": plausible(st.integers(-1, 3)),
+    "tools": plausible(st.lists(TOOL_BODY.map(lambda t: {"type": "function", **t}), max_size=2)),
+    "tool_choice": plausible(st.sampled_from(["auto", "none", "required"])),
+    "text": json_values,
+    "include": plausible(st.lists(st.just("message.output_text.logprobs") | odd_text, max_size=2)),
+}  # fmt: skip
+BLOCKS = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": odd_text}),
+    st.fixed_dictionaries(
+        {"type": st.just("tool_use"), "id": odd_text, "name": odd_text, "input": json_values}
+    ),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": odd_text, "content": texts}),
+    json_values,
+)
+MESSAGES = {
+    **{k: COMMON[k] for k in ("model", "stream", "top_p", "top_k")},
+    "messages": plausible(st.lists(st.fixed_dictionaries({
+        "role": plausible(st.sampled_from(["user", "assistant"])),
+        "content": plausible(odd_text | st.lists(BLOCKS, max_size=3)),
+    }), min_size=1, max_size=3)),
+    "system": texts,
+    "max_tokens": plausible(st.integers(-1, 3)),
+    "temperature": plausible(st.floats(-0.5, 1.5)),
+    "stop_sequences": plausible(st.lists(odd_text, max_size=3)),
+    "tools": plausible(st.lists(TOOL_BODY, max_size=2)),
+    "tool_choice": plausible(st.fixed_dictionaries({"type": st.sampled_from(["auto", "any", "tool", "none"])},
+                                                   optional={"name": odd_text})),
+}  # fmt: skip
+
+
+@FUZZ
+@given(raw=bodies(RESPONSES, {"input": "hi", "max_output_tokens": 2}))
+def test_fuzzed_responses_bodies_get_a_documented_answer(server: Server, raw: bytes) -> None:
+    assert_documented_in(post(server, "/v1/responses", raw), "responses")
+
+
+@FUZZ
+@given(raw=bodies(MESSAGES, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+def test_fuzzed_messages_bodies_get_a_documented_answer(server: Server, raw: bytes) -> None:
+    assert_documented_in(post(server, "/v1/messages", raw), "messages")
+
+
 TCHAR = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 FRAMING = {"content-length", "transfer-encoding", "host", "connection", "upgrade", "expect", "te", "trailer"}
 header_names = st.one_of(
