@@ -27,6 +27,7 @@ class BenchOptions:
     suite: str = "short"  # short|long|mixed|lengths|file:PATH.jsonl
     api: str = "chat"  # chat|completions
     stream: bool = True
+    stream_both: bool = False  # --stream both: each endpoint measured streamed and whole, the same prompts
     max_tokens: int = 128
     concurrency: tuple[int, ...] | None = None  # closed-loop levels run one after another; None: (1,)
     rate: tuple[float, ...] | None = None  # open loop: arrivals per second, levels run in turn
@@ -84,6 +85,10 @@ class BenchOptions:
             if self.rate is not None or self.concurrency is not None or self.input_tokens is not None:
                 raise UsageError("--replay-speed takes its load from the trace: not with --rate, "
                                  "--concurrency or --input-tokens")  # fmt: skip
+        if self.stream_both and (self.hedge_after is not None or self.failover is not None):
+            raise UsageError(
+                "--stream both measures each endpoint twice: not with --hedge-after or --failover"
+            )
         if self.hedge_after is not None or self.failover is not None:
             self._check_policy()
         if self.resume:

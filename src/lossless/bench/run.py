@@ -74,9 +74,23 @@ def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
         running = tuple(replace(e, running_usage=answered[e.name].running) for e in bench_plan.run.endpoints)
         bench_plan = replace(bench_plan, run=replace(bench_plan.run, endpoints=running))
     with embedded.endpoints(bench_plan.run.endpoints, options.embedded) as found:
-        return measure(
-            replace(bench_plan, run=replace(bench_plan.run, endpoints=found)), resume=options.resume
-        )
+        run = replace(bench_plan.run, endpoints=found)
+        if options.stream_both:
+            run = both_ways(run)
+        return measure(replace(bench_plan, run=run), resume=options.resume)
+
+
+def both_ways(run: BenchConfig) -> BenchConfig:
+    """Each endpoint as two, "NAME stream" and "NAME whole", so the same prompts go both ways and the
+    comparisons give their ratios with CIs; one request at a time, taking turns, where the load is one
+    request at a time (the two ways never share the server then), else side by side."""
+    twice = tuple(
+        replace(e, name=f"{e.name} {way}", stream=way == "stream")
+        for e in run.endpoints
+        for way in ("stream", "whole")
+    )
+    serial = all(level.concurrency == 1 for level in run.loads)
+    return replace(run, endpoints=twice, serial=serial)
 
 
 def plan(options: BenchOptions) -> BenchPlan:
@@ -293,7 +307,8 @@ def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
              "price_usd_per_million": [e.price_in, e.price_out, e.price_cached_in]}
             for e in config.policy.with_backup(config.endpoints)
         ],
-        "suite": config.suite, "api": config.call.api, "stream": config.call.stream,
+        "suite": config.suite, "api": config.call.api,
+        "stream": "both" if any(e.stream is not None for e in config.endpoints) else config.call.stream,
         "max_tokens": config.call.max_tokens, "loads": [lv.label for lv in config.loads],
         "requests": config.requests, "duration_s": config.duration, "warmup": config.warmup,
         "retries": config.retries, "seed": config.seed, **bench_plan.settings,

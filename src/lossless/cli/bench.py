@@ -42,11 +42,16 @@ def bench_options(
     find_capacity: float | None,
     input_tokens: str | None,
     output_tokens: str | None,
+    stream_way: str = "on",
+    no_stream: bool = False,
     **opts: Any,
 ) -> BenchOptions:
     """bench's flags -> BenchOptions (bench and watch)."""
+    way = "off" if no_stream else stream_way
     return BenchOptions(
         urls=urls,
+        stream=way != "off",
+        stream_both=way == "both",
         concurrency=None if concurrency is None else int_list(concurrency, "--concurrency"),
         rate=None if rate is None else float_list(rate, "--rate"),
         replay_speed=None if replay_speed is None else float_list(replay_speed, "--replay-speed"),
@@ -68,9 +73,13 @@ def workload_flags(fn: Any) -> Any:
         ),
         api_flag(B.api, APIS),
         click.option(
-            "--stream/--no-stream", default=B.stream, show_default=True,
-            help="Streamed answers (time to first token, per-token times) or whole ones (end-to-end only).",
+            "--stream", "stream_way", default="on" if B.stream else "off", show_default=True,
+            is_flag=False, flag_value="on",
+            type=click.Choice(["on", "off", "both"]),
+            help="Streamed answers (time to first token, per-token times), whole ones (off: end-to-end "
+            "only), or both: each endpoint twice, the same prompts each way, taking turns, with ratios.",
         ),
+        click.option("--no-stream", "no_stream", is_flag=True, hidden=True),  # --stream off's old name
         click.option(
             "--max-tokens", default=B.max_tokens, show_default=True, type=click.IntRange(1),
             help="Output tokens asked for per request (a prompt of a file may ask its own).",

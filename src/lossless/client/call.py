@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lossless.client.answer import Answer, MalformedStream, StreamError
 from lossless.client.apis import PATHS
@@ -58,6 +58,8 @@ async def call(
     clock: Callable[[], int] = time.perf_counter_ns,
     first_token: asyncio.Event | None = None,
 ) -> RequestRecord:
+    if job.endpoint.stream is not None:  # bench --stream both: each endpoint twice, streamed and whole
+        opts = replace(opts, stream=job.endpoint.stream)
     got = _Got(Answer(opts.api, first_token))
     body = json.dumps(request_body(job.endpoint, job.prompt, opts.api, opts.stream, opts.max_tokens)).encode()
     kind: str | None = None

@@ -46,6 +46,7 @@ class Endpoint:
     # found, not written: it takes stream_options.continuous_usage_stats (vLLM's; ours), so every chunk of
     # a stream carries the running token count and inter-token times are per token, not per chunk
     running_usage: bool = False
+    stream: bool | None = None  # set, not written: its requests streamed (or not) whatever the run's are
 
 
 def api_key(endpoint: Endpoint) -> str | None:

@@ -224,3 +224,30 @@ def test_gateway_timing_headers_reach_the_table_the_csv_and_the_page(
     assert float(row[head.index("server_ms:openai-processing-ms.p50")]) == 42.0
     assert float(row[head.index("server_ms:x-envoy-upstream-service-time.max")]) == 40.0
     assert said in page.read_text()
+
+
+def test_stream_both_measures_each_endpoint_both_ways_in_turns(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.script({"steps": [[0.01, "content", 1]] * 4})
+    out = tmp_path / "out"
+    args = ["bench", server.url, "--model", "m", "--stream", "both", "--requests", "4", "--out", str(out)]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    names = [e["name"] for e in summary["endpoints"]]
+    base = names[0].removesuffix(" stream")
+    assert names == [f"{base} stream", f"{base} whole"]
+    records = [json.loads(ln) for ln in (out / "records.jsonl").read_text().splitlines()]
+    assert {(r["endpoint"], r["stream"]) for r in records} == {(names[0], True), (names[1], False)}
+    # whole answers are one event at the body's end; streamed ones one per chunk
+    assert {(r["endpoint"], len(r["event_ns"]) > 1) for r in records} == {(names[0], True), (names[1], False)}
+    # the same prompts each way, one request at a time, taking turns
+    pairs = {}
+    for r in records:
+        pairs.setdefault(r["request_index"], []).append((r["prompt_id"], r["sent_ns"], r["end_ns"]))
+    for (pa, sa, ea), (pb, sb, eb) in pairs.values():
+        assert pa == pb and (ea <= sb or eb <= sa)
+    ratios = {(c["metric"], c["other"]) for c in summary["comparisons"]}
+    assert ("e2e_ms", names[1]) in ratios and ("ttft_ms", names[1]) in ratios
+    assert json.loads((out / "summary.json").read_text())["config"]["stream"] == "both"
