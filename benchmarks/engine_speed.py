@@ -1,19 +1,25 @@
 """Decode speed of our engine against llama.cpp on the same GGUF (CPU, batch 1), as ratios in one run.
 
-Every engine runs greedy in this one process, with the same threads and prompts, eos ignored so each run
-makes exactly N tokens. Decode speed is (N - 1) / (T(N) - T(1)), where T(n) is the wall time of a whole
-request making n tokens; T(1) (prefill and the first token) is reported too. Rounds are interleaved
-(every engine once per prompt per round), so a shared machine's load falls on all alike; the median
-over rounds and prompts is reported. Each row's ratio to llama.cpp's plain decoding is the median of the
-paired ratios (the same prompt in the same round, run one after the other, so the load they met was
-alike), with a bootstrap 95% CI of that median: a row is faster than llama.cpp only where the whole CI
-is above 1. The load average is printed before and after.
+Every engine runs greedy with the same threads and prompts, eos ignored so each run makes exactly N
+tokens; all in this one process but vLLM, which is timed through its OpenAI server. Decode speed is
+(N - 1) / (T(N) - T(1)), where T(n) is the wall time of a whole request making n tokens; T(1) (prefill
+and the first token) is reported too. Rounds are interleaved (every engine once per prompt per round),
+so a shared machine's load falls on all alike; the median over rounds and prompts is reported. Each
+row's ratio to llama.cpp's plain decoding is the median of the paired ratios (the same prompt in the
+same round, run one after the other, so the load they met was alike), with a bootstrap 95% CI of that
+median: a row is faster than llama.cpp only where the whole CI is above 1. With vLLM in the run, each
+row's ratio to vLLM (the same way) is a column of its own. The load average is printed before and after.
 
     lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks; on our kernel with int8 activations
                      where the CPU has AVX-512 VNNI or AVX2, else or if asked torch's with bfloat16), eager or
                      compiled (torch.compile; its start-up cost is printed), plainly or speculatively;
                      bfloat16 and int4 process prompts in float32 where the engine finds that faster
     llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain
+    vLLM:            vLLM's CPU server (`make vllm`'s .venv-vllm, or $LOSSLESS_VLLM_PYTHON) on the file
+                     dequantized to a Hugging Face folder, in bfloat16, prefix caching off, its OpenMP
+                     threads bound to the first --threads cores; each request a whole /v1/completions
+                     answer (token ids in, ignore_eos), so T(1) holds an HTTP round trip that the decode
+                     speed's difference cancels. A peer when installed (--no-vllm leaves it out)
     default:         the engine `lossless serve` with no flags serves
 
     python benchmarks/engine_speed.py --threads 2 [--rows ...] [--suites chat grounded]
@@ -22,18 +28,23 @@ is above 1. The load average is printed before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
 from speculative_speed import SUITES
+from third_party import VllmServer, hf_folder, vllm_python
 
 from lossless.analyze.distribution import describe
 from lossless.engine.cpu import native_bfloat16
@@ -108,6 +119,25 @@ def llama_cpp(path: Path, threads: int, context: int) -> Run:
     return run
 
 
+def vllm(path: Path, threads: int, stack: contextlib.ExitStack) -> Run:
+    """vLLM's server on ``path`` dequantized (the folder is kept in the temp dir for the next run), stopped
+    when ``stack`` closes."""
+    folder = hf_folder(path, Path(tempfile.gettempdir()) / "lossless-engine-speed" / path.stem, sample=False)
+    start = time.monotonic()
+    server = stack.enter_context(VllmServer(folder, prefix_caching=False, threads=threads))
+    print(f"  {server.name}: ready in {time.monotonic() - start:.0f} s, log {server.log}", file=sys.stderr)
+    http = stack.enter_context(httpx.Client(base_url=server.url, trust_env=False, timeout=600))
+
+    def run(ids: list[int], n: int) -> None:
+        body = {"model": server.model_id, "prompt": ids, "max_tokens": n, "temperature": 0.0}
+        answer = http.post("/completions", json=body | {"ignore_eos": True})
+        answer.raise_for_status()
+        made = answer.json()["usage"]["completion_tokens"]
+        assert made == n, f"vLLM made {made} tokens, not {n}"
+
+    return run
+
+
 def measure(runs: dict[str, Run], prompts: list[list[int]], n: int, rounds: int) -> dict[str, list]:
     for run in runs.values():
         run(prompts[0], 8)  # warm-up: first-call allocations and kernel selection
@@ -141,7 +171,13 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--no-vllm", action="store_true", help="leave vLLM's server out even when installed")
     opts = ap.parse_args()
+    with contextlib.ExitStack() as stack:
+        compare(opts, stack)
+
+
+def compare(opts: argparse.Namespace, stack: contextlib.ExitStack) -> None:
     torch.set_num_threads(opts.threads)
     path, context = resolve(opts.model), 2048
     bf16 = ", ".join(native_bfloat16()) or "none"
@@ -150,10 +186,16 @@ def main() -> None:
         file=sys.stderr,
     )
     runs = {"llama.cpp": llama_cpp(path, opts.threads, context)}
+    if not opts.no_vllm and vllm_python().exists():
+        runs["vLLM"] = vllm(path, opts.threads, stack)
+    elif not opts.no_vllm:
+        print(f"  vLLM: not installed at {vllm_python()} (make vllm): left out", file=sys.stderr)
     runs |= {name: default(path, context) if name == "default" else ours(path, *ROWS[name], context)
              for name in opts.rows}  # fmt: skip
     encoder = Engine.load(path, max_context=context)
-    print(f"{'suite':<10}{'engine':<26}{'tok/s':>8}{'vs llama.cpp':>14}{'95% CI':>14}{'T(1) ms':>10}")
+    peers = [peer for peer in ("llama.cpp", "vLLM") if peer in runs]
+    head = "".join(f"{'vs ' + peer:>14}{'95% CI':>14}" for peer in peers)
+    print(f"{'suite':<10}{'engine':<26}{'tok/s':>8}{head}{'T(1) ms':>10}")
     for suite in opts.suites:
         texts = SUITES[suite][: opts.prompts]
         prompts = [encoder.chat_prompt([{"role": "user", "content": t}]) for t in texts]
@@ -161,9 +203,11 @@ def main() -> None:
         for name, values in results.items():
             rate = statistics.median(r for r, _ in values)
             first = statistics.median(t for _, t in values) * 1000
-            ratio, lo, hi = paired_ratio(values, results["llama.cpp"])
-            ci = f"{lo:.2f}-{hi:.2f}"
-            print(f"{suite:<10}{name:<26}{rate:>8.1f}{ratio:>13.2f}x{ci:>14}{first:>10.0f}", flush=True)
+            cells = ""
+            for peer in peers:
+                ratio, lo, hi = paired_ratio(values, results[peer])
+                cells += f"{ratio:>13.2f}x{f'{lo:.2f}-{hi:.2f}':>14}"
+            print(f"{suite:<10}{name:<26}{rate:>8.1f}{cells}{first:>10.0f}", flush=True)
     print(f"load average {os.getloadavg()} after", file=sys.stderr)
 
 
