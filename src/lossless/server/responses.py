@@ -1,4 +1,5 @@
-"""A job's events -> one OpenAI response: a JSON body, or an SSE stream.
+"""A job's events -> one OpenAI response: a JSON body, or an SSE stream; for the translated APIs
+(dialects.py), the same events as an ``Answer`` or as ``pieces()``, which their encoders shape.
 
 Headers: ``server-timing`` carries ``queue``, ``prefill`` and ``decode`` durations (ms) on JSON
 responses. A stream's headers leave before generation starts, so they carry only ``queue`` (the
