@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lossless.client.answer import MAX_ERROR_CHARS, Answer
+from lossless.client.answer import MAX_ERROR_CHARS, Answer, ToolCall
 from lossless.client.apis import NATIVE, native_body, path_of, session
 from lossless.client.endpoints import Endpoint, public_url
 from lossless.client.http import Response, Session, TransportError
@@ -43,6 +43,7 @@ class Reply:
     error: str | None = None  # the error body's message (redacted), for a non-200 answer
     chunks: int = 0  # SSE events with a JSON payload (streams only)
     body: dict[str, Any] = field(default_factory=dict)  # the whole JSON body (non-streamed only)
+    tool_calls: tuple[ToolCall, ...] = ()  # the first choice's, whole (a stream's assembled from deltas)
 
     @property
     def ok(self) -> bool:
@@ -145,7 +146,8 @@ class Wire:
             answer.add(answer.native.chunk(body, False) if answer.native else body, 0, stream=False)
         except (ValueError, RecursionError, TypeError, AttributeError):  # not JSON, not a completion object
             return Reply(200, elapsed, error=f"not a completion object: {self._message(raw[:200])}")
-        return Reply(200, elapsed, _choices(answer, stream=False), answer.usage, body=body)
+        return Reply(200, elapsed, _choices(answer, stream=False), answer.usage, body=body,
+                     tool_calls=answer.tool_calls())  # fmt: skip
 
     async def _stream(self, resp: Response, start: float, native: bool) -> Reply:
         answer = Answer(self.api if native else None, lenient=True)
@@ -157,7 +159,7 @@ class Wire:
         # an error event's text is the server's: it may quote the key, as an error body may
         error = None if problem is None else self._session.redact(problem)[:MAX_ERROR_CHARS]
         return Reply(200, time.perf_counter() - start, _choices(answer, stream=True), answer.usage, error,
-                     answer.events)  # fmt: skip
+                     answer.events, tool_calls=answer.tool_calls())  # fmt: skip
 
 
 def chat(content: str, **fields: Any) -> dict[str, Any]:

@@ -69,11 +69,13 @@ class Card:
     precision: Precision = NOT_MEASURED
     served: dict[str, Any] = field(default_factory=dict)  # model, fingerprint, identifying headers
     context: ContextLimit | None = None  # measured by behaviour (--context); None: not measured
+    api: str = "chat"  # the API the identity and speculation requests were made in
 
     def as_dict(self) -> dict[str, Any]:
         e = self.endpoint
         return {
             "endpoint": {"name": e.name, "base_url": public_url(e.base_url), "model": e.model},
+            "api": self.api,
             "speculative_decoding": asdict(self.speculation),
             "precision": self.precision.as_dict(),
             "identity": {**asdict(self.identity), "context_limit": self.context_limit,
@@ -187,7 +189,7 @@ def card(
               "headers": served_by(records).headers}  # fmt: skip
     tokens = sum(r.n_out or 0 for r in records if r.ok)
     return Card(endpoint, spec, who, listing.context, got.rounds, got.stopped, tokens,
-                time.monotonic() - start, served=served, context=limit)  # fmt: skip
+                time.monotonic() - start, served=served, context=limit, api=plan.api)  # fmt: skip
 
 
 async def _measure(

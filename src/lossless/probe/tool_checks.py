@@ -40,16 +40,8 @@ ROOM = 4  # a cut answer is asked again with this many times the tokens
 
 
 def calls(reply: Reply) -> list[dict[str, Any]]:
-    """The first choice's tool calls as ``{name, arguments}`` (arguments as sent), from a whole body."""
-    choices = reply.body.get("choices") or [{}]
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    found = message.get("tool_calls") if isinstance(message, dict) else None
-    out = []
-    for item in found if isinstance(found, list) else []:
-        fn = item.get("function") if isinstance(item, dict) else None
-        if isinstance(fn, dict):
-            out.append({"name": fn.get("name"), "arguments": fn.get("arguments")})
-    return out
+    """The first choice's tool calls as ``{name, arguments}`` (arguments as sent), in whichever API."""
+    return [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
 
 
 def _object(text: Any) -> dict[str, Any] | None:
@@ -90,7 +82,7 @@ def _call_check(name: str, reply: Reply, want: str | None) -> Check:
     if not reply.ok:
         return rejected(name, reply)
     made = calls(reply)
-    finish = (reply.body.get("choices") or [{}])[0].get("finish_reason")
+    finish = reply.choices[0].finish_reason if reply.choices else None
     ev: dict[str, Any] = {"calls": made[:3], "finish_reason": finish}
     good = [
         c for c in made if c["name"] in {"get_weather", "get_time"} and _object(c["arguments"]) is not None

@@ -46,7 +46,7 @@ def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evi
     )  # fmt: skip
     return VerifyResult(
         baseline, candidate, b, decision, tuple(aa), tuple(ab), paired, ev.agreement,
-        greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity,
+        greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity, config.api,
     )  # fmt: skip
 
 

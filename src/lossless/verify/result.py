@@ -41,6 +41,7 @@ class VerifyResult:
     notes: tuple[str, ...] = ()
     capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)  # per side, what detect found
     tool_parity: ToolParity | None = None  # verify --tasks with tools: trigger F1 and schema accuracy
+    api: str = "completions"  # the API both sides were asked in
 
     @property
     def verdict(self) -> str:
@@ -52,6 +53,7 @@ class VerifyResult:
 
         return {
             "verdict": self.verdict,
+            "api": self.api,
             "reasons": list(self.decision.reasons),
             "detectable_score_difference": self.decision.detectable,
             "baseline": ep(self.baseline),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from lossless.client.answer import Answer
 from lossless.client.apis import native_body, path_of
 from lossless.records import CONTENT, EMPTY, REASONING, TOOL
@@ -164,3 +166,16 @@ def test_whole_answers_of_both_apis() -> None:
         "usage": {"input_tokens": 3, "output_tokens": 2}}).encode(), 1)  # fmt: skip
     assert (m.text(), m.finish_reason()) == ("Par", "length")
     assert [(c.name, json.loads(c.arguments)) for c in m.tool_calls()] == [("f", {"x": 1})]
+
+
+def test_the_key_travels_as_each_api_s_clients_send_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lossless.client.apis import session
+    from lossless.client.endpoints import Endpoint
+
+    monkeypatch.setenv("K", "sk-test-key")
+    endpoint = Endpoint("e", "http://127.0.0.1:9/v1", "m", api_key_env="K", headers={"x-extra": "1"})
+    chat_headers = session(endpoint, "chat", 1.0)._headers
+    assert chat_headers["authorization"] == "Bearer sk-test-key" and "x-api-key" not in chat_headers
+    messages = session(endpoint, "messages", 1.0)._headers
+    assert messages["x-api-key"] == "sk-test-key" and "authorization" not in messages
+    assert messages["anthropic-version"] == "2023-06-01" and messages["x-extra"] == "1"
