@@ -79,6 +79,32 @@ def test_bench_reads_usage_and_cached_tokens(vllm: VllmServer, tmp_path: Path) -
     assert fingerprint.startswith(f"vllm-{vllm.version}-") and count == 4
 
 
+@pytest.mark.parametrize("api", ["chat", "completions", "responses", "messages"])
+def test_bench_speaks_every_api_vllm_serves(vllm: VllmServer, api: str, tmp_path: Path) -> None:
+    """vLLM serves all four APIs natively: each timed from its own events, counted by its own usage."""
+    args = ["--api", api, "--suite", "grounded", "--requests", "2", "--max-tokens", "16", "--warmup", "0"]
+    code, summary = run("bench", vllm.url, "--model", vllm.model_id, *args, "--out", str(tmp_path))
+    assert code == 0
+    (entry,) = summary["endpoints"]
+    assert entry["requests"]["ok"] == 2 and entry["n_out_sources"] == {"usage": 2}, entry["requests"]
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    for r in records:
+        assert r["api"] == api and r["n_in"] > 0 and 0 < r["n_out"] <= 16 and "c" in r["event_kinds"], r
+    if api in ("chat", "completions"):
+        # vLLM takes stream_options.continuous_usage_stats (preflight found it): a count in every chunk,
+        # so inter-token latency is per token
+        assert all(sorted(t for t in r["event_tokens"] if t >= 0)[-1] == r["n_out"] for r in records)
+        assert entry["itl_ms"]["n"] > 0
+
+
+def test_probe_in_the_messages_api(vllm: VllmServer) -> None:
+    code, doc = run("probe", vllm.url, "--model", vllm.model_id, "--api", "messages", "--repeats", "2",
+                    "--max-tokens", "16")  # fmt: skip
+    assert code == 0 and doc["api"] == "messages"
+    got = {c["name"]: c["verdict"] for c in doc["checks"]}
+    assert got["max_tokens=5"] == "honoured" and got["stop"] == "honoured"  # stop_sequences
+
+
 def test_probe_reads_what_vllm_honours(vllm: VllmServer) -> None:
     code, doc = run("probe", vllm.url, "--model", vllm.model_id, "--repeats", "2", "--max-tokens", "16")
     assert code == 0
