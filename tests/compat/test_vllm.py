@@ -74,6 +74,10 @@ def test_bench_reads_usage_and_cached_tokens(vllm: VllmServer, tmp_path: Path) -
     # no draft counters, so there is nothing for the summary's speculative part
     assert parse_counters(httpx.get(vllm.root + "/metrics", timeout=5).text) == {}
     assert entry["speculative"] is None
+    # the rest of its /metrics, folded in whatever it names them: counters that moved, histogram means
+    metrics = entry["server_metrics"]
+    assert metrics["counters"]["vllm:generation_tokens_total"] >= sum(r["n_out"] for r in records)
+    assert 0 < metrics["means"]["vllm:time_to_first_token_seconds"] < 60
     assert entry["served_by"]["model"] == {vllm.model_id: 4}
     ((fingerprint, count),) = entry["served_by"]["system_fingerprint"].items()
     assert fingerprint.startswith(f"vllm-{vllm.version}-") and count == 4

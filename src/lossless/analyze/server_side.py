@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from lossless.analyze.summary import ServedBy, Speculative
+from lossless.analyze.summary import ServedBy, ServerMetrics, Speculative
 from lossless.records import IDENTITY_HEADERS, RequestRecord
 
 
@@ -40,6 +40,19 @@ def spec_stats(before: Mapping[str, float], after: Mapping[str, float]) -> Specu
         steps = d.get("lossless_spec_verify_steps_total") or d.get("lossless_spec_steps_total")
         return _spec(drafted, d.get("lossless_spec_accepted_tokens_total", 0.0), steps)
     return None
+
+
+def metrics_moved(before: Mapping[str, float], after: Mapping[str, float]) -> ServerMetrics | None:
+    """What the server's /metrics say of the run: each counter's change (those that moved), and each
+    histogram's mean over the run (its ``_sum`` change over its ``_count`` change): the server's own view
+    of its latencies beside ours. None when nothing moved (no /metrics, or no counters on it)."""
+    moved = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+    means = {}
+    for name, count in moved.items():
+        if name.endswith("_count") and (total := moved.get(name[: -len("_count")] + "_sum")) is not None:
+            means[name[: -len("_count")]] = total / count
+    counters = {k: v for k, v in moved.items() if not k.endswith(("_sum", "_count"))}
+    return ServerMetrics(counters, means) if counters or means else None
 
 
 def _spec(drafted: float, accepted: float, steps: float | None) -> Speculative:

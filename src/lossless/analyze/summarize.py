@@ -8,7 +8,7 @@ from dataclasses import replace
 from lossless.analyze.distribution import Distribution, describe
 from lossless.analyze.metrics import METRICS
 from lossless.analyze.ratios import compare_classes, comparisons
-from lossless.analyze.server_side import served_by, server_times, spec_stats, tally
+from lossless.analyze.server_side import metrics_moved, served_by, server_times, spec_stats, tally
 from lossless.analyze.summary import (
     CacheStats,
     EndpointStats,
@@ -64,6 +64,7 @@ def summarize(
             name, load, overall,
             {c: _group(part, price, slo or {}, stall_s, seed) for c, part in _by_class(attempts).items()},
             spec_stats(*counters) if counters else None,
+            metrics_moved(*counters) if counters else None,
         ))  # fmt: skip
     by_class = None if class_seed is None else tuple(compare_classes(records, list(prices), class_seed))
     compared = tuple(comparisons(groups, keys, seed))

@@ -106,6 +106,26 @@ class Speculative:
 
 
 @dataclass(frozen=True)
+class ServerMetrics:
+    """The server's /metrics over the run: each counter's change, each histogram's mean (its own view of
+    its latencies and token counts, e.g. vLLM's time to first token), by the names it exports."""
+
+    counters: Mapping[str, float]
+    means: Mapping[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"counters": dict(self.counters), "means": dict(self.means)}
+
+    @classmethod
+    def from_dict(cls, d: object) -> ServerMetrics:
+        d = _obj(d)
+        nums = {
+            part: {k: _num(v, k) for k, v in _obj(d.get(part, {})).items()} for part in ("counters", "means")
+        }
+        return cls(nums["counters"], nums["means"])
+
+
+@dataclass(frozen=True)
 class CacheStats:
     """Prompt caching, from the requests whose usage said how many prompt tokens came from the cache."""
 
@@ -225,19 +245,23 @@ class EndpointStats:
     overall: GroupStats  # every prompt class together
     classes: Mapping[str, GroupStats]  # prompt class -> its stats, in the order the workload sent them
     speculative: Speculative | None  # None: the server published no draft counters
+    server_metrics: ServerMetrics | None = None  # None: no /metrics, or nothing on it moved
 
     def as_dict(self) -> dict[str, Any]:
         classes = {c: g.as_dict() for c, g in self.classes.items()}
         spec = None if self.speculative is None else self.speculative.as_dict()
+        metrics = None if self.server_metrics is None else self.server_metrics.as_dict()
         return {"name": self.name, "load": self.load, **self.overall.as_dict(), "classes": classes,
-                "speculative": spec}  # fmt: skip
+                "speculative": spec, "server_metrics": metrics}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: object) -> EndpointStats:
         d = _obj(d)
         classes = {c: GroupStats.from_dict(g) for c, g in _obj(d.get("classes", {})).items()}
         spec = None if d.get("speculative") is None else Speculative.from_dict(d["speculative"])
-        return cls(_str(d["name"], "name"), _str(d["load"], "load"), GroupStats.from_dict(d), classes, spec)
+        metrics = None if d.get("server_metrics") is None else ServerMetrics.from_dict(d["server_metrics"])
+        name, load = _str(d["name"], "name"), _str(d["load"], "load")
+        return cls(name, load, GroupStats.from_dict(d), classes, spec, metrics)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from lossless.client.apis import session as api_session
 from lossless.client.call import CallCancelled, CallOptions, Job, call, unfinished
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
-from lossless.client.prometheus import scrape
+from lossless.client.prometheus import scrape_all
 from lossless.client.prompt import Prompt
 from lossless.records import ClientLoad, Failure, RequestRecord, retryable
 from lossless.rundir import JsonlWriter
@@ -333,7 +333,7 @@ async def _scrape(
 ) -> dict[str, dict[str, float]]:
     found = {}
     for e in endpoints:
-        counters = await scrape(sessions[e.name], e.base_url)
+        counters = await scrape_all(sessions[e.name], e.base_url)
         if counters:
             found[e.name] = counters
     return found

@@ -1,4 +1,5 @@
-"""Speculative-decoding counters from a server's Prometheus ``/metrics``, read before and after a run.
+"""A server's Prometheus ``/metrics``, read before and after a run: its speculative-decoding counters, and
+(``scrape_all``, for bench's summary) every counter and histogram it exports, whatever their names.
 
 A server without ``/metrics`` or without these counters is normal: the result is then ``None`` or a
 partial dict, and the summary says nothing about acceptance. So is a ``/metrics`` that answers 200 with
@@ -56,6 +57,41 @@ def parse_counters(text: str) -> dict[str, float]:
     return out
 
 
+def parse_all(text: str) -> dict[str, float]:
+    """Every sample of a metric declared a counter (``# TYPE x counter``), and the ``_sum`` and ``_count``
+    of each histogram and summary, each summed over its label sets, by its exposed name."""
+    kinds: dict[str, str] = {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            if len(parts) == 4:
+                kinds[parts[2]] = parts[3]
+            continue
+        m = _SAMPLE.fullmatch(line.strip())
+        if m is None:
+            continue
+        name = m.group(1)
+        family = name.removesuffix("_total")
+        kept = kinds.get(name) == "counter" or kinds.get(family) == "counter"
+        for suffix in ("_sum", "_count"):
+            if name.endswith(suffix) and kinds.get(name[: -len(suffix)]) in ("histogram", "summary"):
+                kept = True
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            continue
+        if kept and math.isfinite(value):
+            out[name] = out.get(name, 0.0) + value
+    return out
+
+
 async def scrape(session: Session, base_url: str, timeout: float = 2.0) -> dict[str, float] | None:
     text = await session.get_text(metrics_url(base_url), timeout)
     return None if text is None else parse_counters(text)
+
+
+async def scrape_all(session: Session, base_url: str, timeout: float = 2.0) -> dict[str, float] | None:
+    """The speculative counters (``parse_counters``' names) and every other counter and histogram."""
+    text = await session.get_text(metrics_url(base_url), timeout)
+    return None if text is None else parse_all(text) | parse_counters(text)

@@ -38,6 +38,8 @@ def endpoint_notes(e: EndpointStats) -> list[str]:
         notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
     if g.stalls.count:
         notes.append(f"{g.stalls.count} stalls")
+    if said := server_metrics_note(e):
+        notes.append(said)
     for header, d in g.server_ms.items():  # what the server (or a gateway before it) says it spent
         if d.p50 is not None:
             notes.append(
@@ -55,6 +57,17 @@ def endpoint_notes(e: EndpointStats) -> list[str]:
             "the text), so no TPOT or output speed for them"
         )
     return notes
+
+
+def server_metrics_note(e: EndpointStats, most: int = 6) -> str | None:
+    """The server's own latency histograms over the run (its /metrics), in seconds as exported."""
+    if e.server_metrics is None or not e.server_metrics.means:
+        return None
+    means = [f"{name} {value:.4g}" for name, value in list(e.server_metrics.means.items())[:most]]
+    more = len(e.server_metrics.means) - most
+    return (
+        "server /metrics, means over the run: " + ", ".join(means) + (f" (+{more} more)" if more > 0 else "")
+    )
 
 
 def _sessions(s: SessionStats) -> str:
