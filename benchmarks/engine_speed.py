@@ -54,6 +54,7 @@ from lossless.engine.speculate.spec import parse_drafter_spec
 from lossless.models import resolve
 
 Run = Callable[[list[int], int], None]  # (prompt ids, tokens to make)
+SETTLE_S = 1.0  # a pause after each engine's runs, before the next engine's
 # row name -> (dtype, compiled, drafter spec, int4 kernel); "llama.cpp" is the reference
 ROWS = {
     "float32": ("float32", False, "none", "auto"),
@@ -141,6 +142,8 @@ def vllm(path: Path, threads: int, stack: contextlib.ExitStack) -> Run:
 def measure(runs: dict[str, Run], prompts: list[list[int]], n: int, rounds: int) -> dict[str, list]:
     for run in runs.values():
         run(prompts[0], 8)  # warm-up: first-call allocations and kernel selection
+        for ids in prompts[1:]:
+            run(ids, 1)  # ... and each prompt's length once: a new shape's first prefill sets up kernels
     out: dict[str, list] = {name: [] for name in runs}
     for _ in range(rounds):
         for ids in prompts:
@@ -151,13 +154,19 @@ def measure(runs: dict[str, Run], prompts: list[list[int]], n: int, rounds: int)
                 run(ids, n)
                 t2 = time.perf_counter()
                 out[name].append(((n - 1) / ((t2 - t1) - (t1 - t0)), t1 - t0))
+                # OpenMP threads spin a while after their work (vLLM's server, bound to the same cores, and
+                # llama.cpp's): without a pause they land on the next engine's T(1), which then came out
+                # longer than its T(N) in every run of ours measured right after vLLM's
+                time.sleep(SETTLE_S)
     return out
 
 
 def paired_ratio(mine: list, reference: list) -> tuple[float, float, float]:
     """Median of the per-run ratios of decode speed (runs paired by prompt and round) and the bootstrap
     95% CI of that median, computed on log ratios."""
-    d = describe([math.log(a / b) for (a, _), (b, _) in zip(mine, reference, strict=True)])
+    # a pair where either side's T(N) came out no longer than its T(1) (a stall on a shared machine) has no
+    # speed: left out, and counted where the table is printed
+    d = describe([math.log(a / b) for (a, _), (b, _) in zip(mine, reference, strict=True) if a > 0 and b > 0])
     lo, hi = d.ci95["p50"]
     return math.exp(d.p50 or 0.0), math.exp(lo), math.exp(hi)
 
@@ -201,8 +210,11 @@ def compare(opts: argparse.Namespace, stack: contextlib.ExitStack) -> None:
         prompts = [encoder.chat_prompt([{"role": "user", "content": t}]) for t in texts]
         results = measure(runs, prompts, opts.new_tokens, opts.rounds)
         for name, values in results.items():
-            rate = statistics.median(r for r, _ in values)
+            rate = statistics.median(r for r, _ in values if r > 0)
             first = statistics.median(t for _, t in values) * 1000
+            if stalled := sum(r <= 0 for r, _ in values):
+                print(f"  {suite} {name}: {stalled} of {len(values)} runs with T(N) <= T(1), left out",
+                      file=sys.stderr)  # fmt: skip
             cells = ""
             for peer in peers:
                 ratio, lo, hi = paired_ratio(values, results[peer])
