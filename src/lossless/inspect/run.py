@@ -102,7 +102,8 @@ def run(options: InspectOptions) -> InspectResult:
     refs = identity.references(options.tokenizers)
     plan = Plan(options.max_tokens, options.min_rounds, options.max_rounds, options.budget_s, api=options.api)
     scored: dict[str, Scores] = {}  # references scored so far: once per run, shared by every card
-    given.checked([*(e for _, e in named if isinstance(e, Endpoint)), *named_urls], options.api)
+    given.checked([e for _, e in named if isinstance(e, Endpoint)])  # references, whatever --api: chat
+    given.checked(named_urls, options.api)
     if options.precision:  # named ones first: an unreachable one fails before any card
         _score_references(named, scored, options)
     cards = []
