@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lossless.client.answer import Answer, MalformedStream, StreamError, ToolCall
-from lossless.client.apis import PATHS, native_body
+from lossless.client.apis import PATHS
 from lossless.client.http import Session, TransportError
 from lossless.client.openai import error_of
 from lossless.client.sse import read_events
@@ -56,8 +56,8 @@ async def chat_turn(
     clock: Callable[[], int] = time.perf_counter_ns,
     api: str = "chat",
 ) -> Turn:
-    """Send ``body`` (a chat body, whole: model, messages, tools, stream) to /chat/completions, or in
-    ``api``'s own words to its path ("responses", "messages"); never raises but for cancellation."""
+    """Send ``body`` (whole: model, messages, tools, stream; in ``api``'s own words, ``apis.native_body``)
+    to ``api``'s path and read the answer in its events; never raises but for cancellation."""
     answer = Answer(api)
     status: int | None = None
     headers: tuple[tuple[str, str], ...] = ()
@@ -68,7 +68,7 @@ async def chat_turn(
     try:
         async with (
             asyncio.timeout(timeout_s),
-            session.post(PATHS[api], json.dumps(native_body(api, body)).encode()) as resp,
+            session.post(PATHS[api], json.dumps(body).encode()) as resp,
         ):
             headers_ns, status, headers = clock(), resp.status, resp.headers
             if resp.status != 200:

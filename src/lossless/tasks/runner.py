@@ -23,6 +23,7 @@ from typing import Any
 
 from lossless.analyze.timing import timing
 from lossless.client.answer import ToolCall
+from lossless.client.apis import native_body
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session
 from lossless.client.openai import cached_tokens
@@ -241,7 +242,8 @@ def _body(
         body["temperature"] = config.temperature
     if config.stream:
         body |= STREAMED
-    return body | dict(endpoint.body)  # the endpoint's own fields last, as bench merges them
+    # in the API's own words; the endpoint's own fields last, as written, as bench merges them
+    return native_body(config.api, body) | dict(endpoint.body)
 
 
 async def _call(
