@@ -46,7 +46,8 @@ def metrics_moved(before: Mapping[str, float], after: Mapping[str, float]) -> Se
     """What the server's /metrics say of the run: each counter's change (those that moved), and each
     histogram's mean over the run (its ``_sum`` change over its ``_count`` change): the server's own view
     of its latencies beside ours. None when nothing moved (no /metrics, or no counters on it)."""
-    moved = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+    changes = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    moved = {k: d for k, d in changes.items() if d > 0}
     means = {}
     for name, count in moved.items():
         if name.endswith("_count") and (total := moved.get(name[: -len("_count")] + "_sum")) is not None:

@@ -25,7 +25,7 @@ class BenchOptions:
     endpoints_file: Path | None = None  # TOML of [[endpoint]] tables, instead of urls
     api_key_env: str | None = None  # environment variable holding the URLs' API key
     suite: str = "short"  # short|long|mixed|lengths|file:PATH.jsonl
-    api: str = "chat"  # chat|completions
+    api: str = "chat"  # chat|completions|responses|messages (client.apis)
     stream: bool = True
     stream_both: bool = False  # --stream both: each endpoint measured streamed and whole, the same prompts
     max_tokens: int = 128

@@ -126,14 +126,19 @@ class Answer:
             obj = json.loads(body)
         except (ValueError, RecursionError) as exc:
             raise MalformedStream(f"response is not a completion object ({exc}): {body[:80]!r}") from exc
-        if self.native is not None and isinstance(obj, dict):
-            obj = self._native(obj, body, stream=False)
         try:
-            self.add(obj, t, stream=False)
+            self.fold(obj, t, body)
         except ValueError as exc:
             raise MalformedStream(f"response is not a completion object ({exc}): {body[:80]!r}") from exc
         self.done = True
         self.end_ns = t
+
+    def fold(self, obj: Any, t: int, raw: bytes) -> None:
+        """A whole answer, ``raw`` decoded from JSON into ``obj``, in this answer's API (a chat chunk first
+        where the API is Responses or Messages); a shape no API sends raises ValueError (MalformedStream)."""
+        if self.native is not None and isinstance(obj, dict):
+            obj = self._native(obj, raw, stream=False)
+        self.add(obj, t, stream=False)
 
     def _native(self, obj: dict[str, Any], payload: bytes, stream: bool) -> dict[str, Any]:
         assert self.native is not None

@@ -36,23 +36,33 @@ def metrics_url(base_url: str) -> str:
     return (root[:-3] if root.endswith("/v1") else root) + "/metrics"
 
 
-def parse_counters(text: str) -> dict[str, float]:
-    """Sum each known counter over its label sets; ``_total`` suffixes of counters are accepted."""
-    out: dict[str, float] = {}
+def _samples(text: str) -> tuple[list[tuple[str, float]], dict[str, str]]:
+    """Every sample with a finite value, as (name, value), and each family's declared type (``# TYPE``).
+    Lines that are not samples (blank, comments, a gateway's HTML) are skipped."""
+    samples: list[tuple[str, float]] = []
+    kinds: dict[str, str] = {}
     for line in text.splitlines():
+        if line.startswith("# TYPE ") and len(parts := line.split()) == 4:
+            kinds[parts[2]] = parts[3]
         m = _SAMPLE.fullmatch(line.strip())
-        if m is None:  # blank, a comment, or not a sample at all
-            continue
-        name = m.group(1)
-        if name.endswith("_total") and name not in COUNTERS:
-            name = name[: -len("_total")]
-        if name not in COUNTERS:
+        if m is None:
             continue
         try:
             value = float(m.group(2))
         except ValueError:
             continue
         if math.isfinite(value):
+            samples.append((m.group(1), value))
+    return samples, kinds
+
+
+def parse_counters(text: str) -> dict[str, float]:
+    """Sum each known counter over its label sets; ``_total`` suffixes of counters are accepted."""
+    out: dict[str, float] = {}
+    for name, value in _samples(text)[0]:
+        if name.endswith("_total") and name not in COUNTERS:
+            name = name[: -len("_total")]
+        if name in COUNTERS:
             out[name] = out.get(name, 0.0) + value
     return out
 
@@ -60,28 +70,14 @@ def parse_counters(text: str) -> dict[str, float]:
 def parse_all(text: str) -> dict[str, float]:
     """Every sample of a metric declared a counter (``# TYPE x counter``), and the ``_sum`` and ``_count``
     of each histogram and summary, each summed over its label sets, by its exposed name."""
-    kinds: dict[str, str] = {}
+    samples, kinds = _samples(text)
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            parts = line.split()
-            if len(parts) == 4:
-                kinds[parts[2]] = parts[3]
-            continue
-        m = _SAMPLE.fullmatch(line.strip())
-        if m is None:
-            continue
-        name = m.group(1)
-        family = name.removesuffix("_total")
-        kept = kinds.get(name) == "counter" or kinds.get(family) == "counter"
+    for name, value in samples:
+        kept = kinds.get(name) == "counter" or kinds.get(name.removesuffix("_total")) == "counter"
         for suffix in ("_sum", "_count"):
             if name.endswith(suffix) and kinds.get(name[: -len(suffix)]) in ("histogram", "summary"):
                 kept = True
-        try:
-            value = float(m.group(2))
-        except ValueError:
-            continue
-        if kept and math.isfinite(value):
+        if kept:
             out[name] = out.get(name, 0.0) + value
     return out
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lossless.client.answer import MAX_ERROR_CHARS, Answer, ToolCall
-from lossless.client.apis import NATIVE, native_body, path_of, session
+from lossless.client.apis import native_body, path_of, session
 from lossless.client.endpoints import Endpoint, public_url
 from lossless.client.http import Response, Session, TransportError
 from lossless.client.openai import error_of, reasoning_tokens
@@ -109,7 +109,7 @@ class Wire:
 
     async def _post(self, body: dict[str, Any], path: str) -> Reply:
         # the endpoint's own fields last, as bench merges them: what its file asks for is what it gets
-        native = self.api in NATIVE and path_of(self.api, path) != path
+        native = path_of(self.api, path) != path  # a chat body, to be asked in the Responses or Messages API
         if native:
             body, path = native_body(self.api, body), path_of(self.api, path)
         full = {"model": self.endpoint.model, **body, **self.endpoint.body}
@@ -143,8 +143,8 @@ class Wire:
         answer = Answer(self.api if native else None)
         try:
             body = json.loads(raw)
-            answer.add(answer.native.chunk(body, False) if answer.native else body, 0, stream=False)
-        except (ValueError, RecursionError, TypeError, AttributeError):  # not JSON, not a completion object
+            answer.fold(body, 0, raw)
+        except (ValueError, RecursionError):  # not JSON, or not a completion object
             return Reply(200, elapsed, error=f"not a completion object: {self._message(raw[:200])}")
         return Reply(200, elapsed, _choices(answer, stream=False), answer.usage, body=body,
                      tool_calls=answer.tool_calls())  # fmt: skip
