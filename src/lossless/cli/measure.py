@@ -27,7 +27,7 @@ from lossless.cli.common import (
 )
 from lossless.probe.options import ProbeOptions
 from lossless.rundir import PROBE, VERIFY
-from lossless.verify.budget import BUDGETS
+from lossless.verify.budget import BUDGETS, Criteria, describe
 from lossless.verify.options import VerifyOptions
 
 P, V = ProbeOptions(), VerifyOptions()
@@ -76,7 +76,7 @@ def probe(url: str | None, overwrite: bool, **opts: Any) -> None:
 
 
 def _budgets() -> str:
-    return "; ".join(f"{name} {b.label}" for name, b in BUDGETS.items())
+    return "; ".join(f"{name} {describe(b, Criteria())}" for name, b in BUDGETS.items())
 
 
 @click.command(
@@ -102,7 +102,9 @@ def _budgets() -> str:
 )  # fmt: skip
 @click.option(
     "--budget", default="default", show_default=True,
-    help=f"What the run spends: prompts x samples x tokens per sample ({_budgets()}), or PxSxT.",
+    help=f"The most the run spends, prompts x samples x tokens per sample, drawn in looks until one settles "
+    f"it, and what each can show (a score difference in sd of one sample's score, 80% power): {_budgets()}; "
+    "or PxSxT.",
 )  # fmt: skip
 @api_flag(
     V.api, ("completions", "chat", "responses", "messages"),

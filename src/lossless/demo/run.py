@@ -95,8 +95,8 @@ def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
     from lossless.verify.run import verify
 
     b = options.budget
-    _step(console, 4, f"verify: is speculative decoding the same model? ({b.prompts} prompts x {b.samples} "
-          f"samples x {b.max_tokens} tokens, {b.tasks} tasks)")  # fmt: skip
+    _step(console, 4, f"verify: is speculative decoding the same model? ({b.prompts} prompts x up to "
+          f"{b.samples} samples x {b.max_tokens} tokens, {b.tasks} tasks)")  # fmt: skip
     # One request at a time here too: the two servers share one engine.
     config = VerifyConfig(b, seed=options.seed, concurrency=1)
     with console.status("verifying (sampling both servers, then testing)", spinner="dots"):

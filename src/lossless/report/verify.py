@@ -79,8 +79,20 @@ def _diagnostics(result: VerifyResult, console: Console) -> None:
     console.print(f"[bold {style}]{result.verdict}[/bold {style}]")
     for reason in result.decision.reasons:
         console.print(f"  - {reason}")
+    if (p := result.procedure) is not None:
+        console.print(f"  {stopped(p.as_dict())}", highlight=False)
+        for held in p.guarantees():
+            console.print(f"  error rate, {held}", highlight=False)
     for note in result.notes:
         console.print(f"  note: {note}")
+
+
+def stopped(procedure: dict[str, Any]) -> str:
+    p = procedure
+    return (
+        f"decided at look {p['look']} of {len(p['looks'])}: {p['samples']} samples of each prompt from each "
+        f"set (at most {p['looks'][-1]}), {p['requests']} requests"
+    )
 
 
 def render_html(verify: dict[str, Any]) -> str:
@@ -94,6 +106,9 @@ def render_html(verify: dict[str, Any]) -> str:
 def verify_section(v: dict[str, Any]) -> str:
     verdict = str(v.get("verdict", "inconclusive"))
     reasons = "".join(f"<li>{escape(str(r))}</li>" for r in v.get("reasons", []))
+    if p := v.get("procedure"):
+        reasons += f"<li>{escape(stopped(p))}</li>"
+        reasons += "".join(f"<li>error rate, {escape(str(g))}</li>" for g in p.get("guarantees", []))
     notes = "".join(f"<li>note: {escape(str(n))}</li>" for n in v.get("notes", []))
     base, cand = v.get("baseline", {}), v.get("candidate", {})
     head = (

@@ -202,6 +202,9 @@ def units_of(reply: Reply) -> tuple[str, ...]:
     return tuple(reply.text)
 
 
+PROMPT_STRIDE = 10_000  # seeds of one prompt's samples: budget.MAX_SAMPLES of them never reach the next's
+
+
 @dataclass(frozen=True)
 class Drawn:
     prompt: int  # index into the prompts
@@ -210,19 +213,21 @@ class Drawn:
 
 
 async def draw(
-    caller: Caller, prompts: tuple[str, ...], samples: int, max_tokens: int, seed0: int
+    caller: Caller, prompts: tuple[str, ...], samples: range, max_tokens: int, seed0: int
 ) -> list[list[Drawn]]:
-    """``samples`` completions at temperature 1 per prompt, each with its own seed (failed ones left out)."""
+    """Completions number ``samples`` at temperature 1 of every prompt, each with its own seed (failed
+    ones left out): a later look asks for the next range, and its seeds are new."""
 
     async def one(j: int, i: int) -> Drawn | None:
-        reply = await caller.complete(prompts[j], max_tokens, 1.0, seed0 + j * 1000 + i, caller.draw_tokens)
+        seed = seed0 + j * PROMPT_STRIDE + i
+        reply = await caller.complete(prompts[j], max_tokens, 1.0, seed, caller.draw_tokens)
         if not reply.ok:
             return None
         units = units_of(reply)
         n = reply.usage_int("completion_tokens")
         return Drawn(j, reply.text, Sample(units, n if n is not None else len(units)))
 
-    flat = await asyncio.gather(*(one(j, i) for j in range(len(prompts)) for i in range(samples)))
+    flat = await asyncio.gather(*(one(j, i) for j in range(len(prompts)) for i in samples))
     return [[d for d in flat if d is not None and d.prompt == j] for j in range(len(prompts))]
 
 

@@ -1,27 +1,34 @@
-"""The verdict, from the tests' numbers alone (pure): equivalent, different, or inconclusive.
+"""The verdict at one look, from the tests' numbers alone (pure): equivalent, different, inconclusive, or
+not settled yet (more samples at the next look).
 
 1. A/B: the candidate against the baseline's pooled samples, Holm-corrected over every test (the
-   sampling tests, the teacher-forced ones, the task accuracy). A rejection is a difference when its
-   effect also exceeds what the baseline shows against itself (A/A: two sets of its own samples) on
-   that test, and ``aa_margin`` times that when the A/A test itself rejects. Log-probabilities of the
-   same text disagreeing by more than the tolerance (when both endpoints score) -> different.
+   sampling tests, the teacher-forced ones, the task accuracy) at this look's share of ``alpha``
+   (budget.py's spending plan). A rejection is a difference when its effect also exceeds what the
+   baseline shows against itself (A/A: two sets of its own samples) on that test, and ``aa_margin``
+   times that when the A/A test itself rejects. Log-probabilities of the same text disagreeing by more
+   than the tolerance (when both endpoints score) -> different.
    The contexts test is the exception: it tests each side against the baseline's own distribution,
    so its A/A effect is the baseline's own departure from it, not the noise of the A/B comparison (the
    A/A draws are fewer, and their estimate noisier); it sets a bar only when the A/A test rejects.
-   Apart from that deterministic check, "different" rests on a Holm rejection, so a candidate that
-   serves the baseline's distribution is flagged at most ``alpha`` of the time, whatever the A/A
-   tests say.
-2. The A/A tests guard against a baseline that is not a fixed distribution (load-dependent
-   kernels, caching, a pool of replicas): a drift shows there as much as between the endpoints, and
-   a difference no larger than the drift is not evidence. They do not veto a difference well beyond
-   it: a 5% A/A false alarm would otherwise cost every lossy candidate 5% of its power.
-   Nothing found while the baseline differs from itself -> inconclusive.
-3. Otherwise equivalent only if the run had the power: the teacher-forced score difference it
-   would detect (80% power) is within the tolerance (in sd of one sample's score), and the task
-   accuracy is equivalent by TOST.
-   Else inconclusive, with the factor of more samples that would settle it.
+   Apart from that deterministic check, "different" rests on a Holm rejection at a level spent from
+   ``alpha``, so a candidate that serves the baseline's distribution is flagged at most ``alpha`` of
+   the time over all looks, whatever the A/A tests say.
+2. The A/A tests (at ``alpha_aa``, each look) guard against a baseline that is not a fixed
+   distribution (load-dependent kernels, caching, a pool of replicas): a drift shows there as much as
+   between the endpoints, and a difference no larger than the drift is not evidence. They do not veto
+   a difference well beyond it. Nothing found while the baseline differs from itself -> more samples;
+   still so at the last look -> inconclusive.
+3. Equivalent when every bound the run can compute is within its margin: the score difference by TOST
+   at this look's share of ``alpha_equivalent`` (within ``tolerance_sd`` of one sample's score
+   spread), and the task accuracy by TOST (90%). Not yet -> more samples; at the last look ->
+   inconclusive, with the factor of more samples that would settle it. Before the last look, a test
+   near a difference (Holm p below ``hint``, not yet below the look's level) also draws more samples:
+   the samples a subtle difference needs (the contexts test's) are not cut short by equivalence on the
+   score; this changes no error rate above, only where the run stops. Where the baseline cannot
+   score text, nothing bounds the difference: equivalent only at the last look, when the tests have
+   found nothing with every sample the budget buys.
 4. Before all that: when the data cannot carry a verdict (too many failed requests, a baseline that
-   does not sample at all), inconclusive, saying why.
+   does not sample at all), inconclusive at once, saying why.
 """
 
 from __future__ import annotations
@@ -29,26 +36,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Literal
 
 from lossless.analyze.paired import Paired
+from lossless.verify.budget import Criteria, Look
 from lossless.verify.two_sample import Finding, holm
 
 Verdict = Literal["equivalent", "different", "inconclusive"]
 AGREE_FLOOR = 10.0  # agreement must exceed this many times the baseline's own scoring noise
 ONE_SAMPLE = frozenset({"contexts"})  # tests of each side against the baseline's own distribution
-
-
-@dataclass(frozen=True)
-class Criteria:
-    alpha: float = 0.05  # family-wise error rate of each family (A/A, A/B)
-    # The score difference equivalence must be able to rule out, in standard deviations of one sample's
-    # score: a scale-free margin (nats/token mean little across models). The default budget detects
-    # about 0.5 sd with 80% power at the Holm family's strictest level.
-    tolerance_sd: float = 0.6
-    margin: float = 0.1  # task accuracy: the TOST equivalence margin (absolute)
-    agreement: float = 0.02  # nats/token: scoring the same text may differ this much (kernels, batching)
-    aa_margin: float = 2.0  # a test the baseline fails against itself needs this many times its drift
+ONE_LOOK = Look()  # a run decided at once, at its only look
 
 
 @dataclass(frozen=True)
@@ -62,13 +60,24 @@ class Agreement:
 
 
 @dataclass(frozen=True)
+class Gap:
+    """The stratified difference of mean scores (candidate - baseline, nats/token) and its standard error."""
+
+    difference: float
+    se: float
+
+
+@dataclass(frozen=True)
 class Decision:
     verdict: Verdict
     reasons: tuple[str, ...]
     aa_adjusted: tuple[float, ...]  # Holm-adjusted p-values, in the order of the A/A tests
     ab_adjusted: tuple[float, ...]  # ... of the A/B tests, then the task accuracy when present
-    detectable: float | None  # nats/token: the score difference this run detects with 80% power
+    detectable: float | None  # nats/token: the score difference this look detects with 80% power
     sample_sd: float | None = None  # nats/token: one sample's score spread (the tolerance's unit)
+    settled: bool = True  # False: inconclusive for now, the next look may settle it
+    level: float = 0.0  # the Holm family's level at this look (its share of Criteria.alpha)
+    bound: float | None = None  # nats/token: TOST's bound on the score difference at this look
 
 
 def decide(
@@ -78,34 +87,39 @@ def decide(
     *,
     detectable: float | None,
     sample_sd: float | None = None,
+    gap: Gap | None = None,
     tasks: Paired | None,
     agreement: Agreement | None,
     problems: Sequence[str] = (),
     extra: Sequence[tuple[str, float]] = (),
+    look: Look = ONE_LOOK,
 ) -> Decision:
     """``problems``: why the data cannot carry a verdict (too many failed requests, a baseline that
     does not sample); any of them makes it inconclusive, with whatever was found listed beside.
-    ``extra``: further A/B tests as (what a rejection means, p-value), last in the Holm family."""
+    ``extra``: further A/B tests as (what a rejection means, p-value), last in the Holm family.
+    ``look``: where this look stands in the run (the default: a single, final look)."""
+    level = look.level(criteria.alpha)
     aa_adj = holm([t.p_value for t in aa])
     ab_p = [t.p_value for t in ab] + ([tasks.p_mcnemar] if tasks else []) + [p for _, p in extra]
     ab_adj = holm(ab_p)
+    bound = _bound(gap, look.level(criteria.alpha_equivalent))
     base: dict[str, Any] = {
         "aa_adjusted": tuple(aa_adj),
         "ab_adjusted": tuple(ab_adj),
         "detectable": detectable,
         "sample_sd": sample_sd,
+        "level": level,
+        "bound": bound,
     }
-    unstable = {t.name: p for t, p in zip(aa, aa_adj, strict=True) if p < criteria.alpha}
-    found = _differences(aa, ab, ab_adj, criteria, unstable)
+    unstable = {t.name: p for t, p in zip(aa, aa_adj, strict=True) if p < criteria.alpha_aa}
+    found = _differences(aa, ab, ab_adj, criteria, unstable, level)
     at = len(ab) + bool(tasks)  # where extra's adjusted p-values start
-    if tasks and ab_adj[at - 1] < criteria.alpha:
+    if tasks and ab_adj[at - 1] < level:
         found.append(
             f"task accuracy {tasks.difference:+.0%} over {tasks.n} tasks (McNemar p={ab_adj[at - 1]:.3g})"
         )
     found += [
-        f"{what} (Holm p={p:.3g})"
-        for (what, _), p in zip(extra, ab_adj[at:], strict=True)
-        if p < criteria.alpha
+        f"{what} (Holm p={p:.3g})" for (what, _), p in zip(extra, ab_adj[at:], strict=True) if p < level
     ]
     if agreement and agreement.mean_abs_diff > max(
         criteria.agreement, AGREE_FLOOR * agreement.baseline_noise
@@ -125,10 +139,33 @@ def decide(
     if unstable:
         listed = ", ".join(f"{name} (p={p:.3g})" for name, p in unstable.items())
         why = f"the baseline differs from itself on {listed}: its noise cannot be told from a difference"
+        if not look.final:
+            return Decision("inconclusive", (why + ": more samples",), **base, settled=False)
         return Decision(
             "inconclusive", (why + "; check for load, caching or unseeded randomness, then rerun",), **base
         )
-    return Decision(*_power(criteria, detectable, sample_sd, tasks), **base)
+    verdict, said = _equivalence(criteria, gap, bound, detectable, sample_sd, tasks)
+    if verdict == "equivalent" and not look.final:
+        near = [
+            f"{name} (Holm p={p:.3g})"
+            for name, p in zip([t.name for t in ab] + ["task accuracy"] * bool(tasks), ab_adj, strict=False)
+            if p < criteria.hint
+        ]
+        if near:  # a hint of a difference: more samples before equivalence is said
+            why = f"near a difference on {', '.join(near)} (this look's level: {level:.2g}): more samples"
+            return Decision("inconclusive", (why,), **base, settled=False)
+        if gap is None:  # nothing bounds the difference: only the power of every sample the budget buys
+            why = (
+                "no teacher-forced scores bound the score difference: equivalence needs every look's samples"
+            )
+            return Decision("inconclusive", (why,), **base, settled=False)
+    return Decision(verdict, said, **base, settled=verdict == "equivalent" or look.final)
+
+
+def _bound(gap: Gap | None, level: float) -> float | None:
+    """TOST at ``level``: the score difference lies within +-bound with confidence 1 - 2 * level (each
+    one-sided test at ``level``)."""
+    return None if gap is None else abs(gap.difference) + NormalDist().inv_cdf(1 - level) * gap.se
 
 
 def _differences(
@@ -137,28 +174,40 @@ def _differences(
     adjusted: Sequence[float],
     criteria: Criteria,
     unstable: dict[str, float],
+    level: float,
 ) -> list[str]:
     noise = {t.name: max(0.0, t.effect) if t.name in ONE_SAMPLE else abs(t.effect) for t in aa}
     found = []
     for t, p in zip(ab, adjusted, strict=False):
         drift = noise.get(t.name, 0.0)
         bar = criteria.aa_margin * drift if t.name in unstable else 0.0 if t.name in ONE_SAMPLE else drift
-        if p < criteria.alpha and abs(t.effect) > bar:
+        if p < level and abs(t.effect) > bar:
             flag = ", baseline unstable on it" if t.name in unstable else ""
             found.append(f"{t.name}: effect {t.effect:+.3g} (A/A {drift:.3g}{flag}), Holm p={p:.3g}")
     return found
 
 
-def _power(
-    criteria: Criteria, detectable: float | None, sample_sd: float | None, tasks: Paired | None
+def _equivalence(
+    criteria: Criteria,
+    gap: Gap | None,
+    bound: float | None,
+    detectable: float | None,
+    sample_sd: float | None,
+    tasks: Paired | None,
 ) -> tuple[Verdict, tuple[str, ...]]:
     short: list[str] = []
     tolerance = None if sample_sd is None else criteria.tolerance_sd * sample_sd
-    if detectable is not None and tolerance is not None and detectable > tolerance:
-        factor = math.ceil((detectable / tolerance) ** 2 * 10) / 10
+    if gap is not None and bound is not None and tolerance is not None and bound > tolerance:
+        room = tolerance - abs(gap.difference)
+        more = (
+            f"about {math.ceil(((bound - abs(gap.difference)) / room) ** 2 * 10) / 10:g}x the samples would "
+            "settle it"
+            if room > 0
+            else "the difference itself is at the tolerance"
+        )
         short.append(
-            f"the run detects score differences of {detectable:.3g} nats/token, above the tolerance "
-            f"{tolerance:.3g} ({criteria.tolerance_sd:g} sd): about {factor:g}x the samples would settle it"
+            f"the score difference is bounded to +-{bound:.3g} nats/token, not within the tolerance "
+            f"+-{tolerance:.3g} ({criteria.tolerance_sd:g} sd): {more}"
         )
     if tasks and not tasks.equivalent:
         width = (tasks.ci90[1] - tasks.ci90[0]) / 2
@@ -170,12 +219,17 @@ def _power(
     if short:
         return "inconclusive", tuple(short)
     said = []
+    if bound is not None and sample_sd:
+        said.append(
+            f"the score difference is within +-{bound:.3g} nats/token ({bound / sample_sd:.2g} sd; "
+            f"tolerance {criteria.tolerance_sd:g} sd)"
+        )
     if detectable is not None and sample_sd:
         said.append(
             f"a score difference of {detectable:.3g} nats/token ({detectable / sample_sd:.2g} sd) "
             "would have been detected (80% power)"
         )
-    if detectable is None:
+    if gap is None:
         said.append(
             "no teacher-forced scores (the baseline cannot score text): "
             "the sampling tests' thresholds bound the difference"

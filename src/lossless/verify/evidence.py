@@ -1,15 +1,17 @@
 """Everything verify asks the two endpoints, gathered into one ``Evidence``; the judging is elsewhere.
 
 Capabilities first (detect.py), the same for both sides where a difference would bias the comparison
-(token boundaries, the sampler's fields). Then the sample sets, scores, contexts, greedy answers and
-tasks. A request that fails is left out and counted; ``problems`` says when so much failed, or the
-baseline sampled so little, that no verdict but ``inconclusive`` is honest.
+(token boundaries, the sampler's fields). Then, look by look (budget.py), the sample sets, their scores
+and the contexts; at the first look also the greedy answers and tasks. A request that fails is left out
+and counted; ``problems`` says when so much failed, or the baseline sampled so little, that no verdict
+but ``inconclusive`` is honest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +21,9 @@ from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
 from lossless.console import phase
 from lossless.verify import collect
+from lossless.verify.budget import Look, looks
 from lossless.verify.collect import Caller, Drawn, Greedy
-from lossless.verify.decide import Agreement
+from lossless.verify.decide import ONE_LOOK, Agreement
 from lossless.verify.detect import NEUTRAL, Capabilities, detect
 from lossless.verify.taskset import ToolParity, run_tasks
 from lossless.verify.two_sample import Alternatives, Context, Sample, repeated
@@ -47,9 +50,16 @@ class Evidence:
     capabilities: dict[str, dict[str, Any]]  # per side, what detect found
     draw_tokens: bool  # sampled answers are in tokens (else in characters)
     tool_parity: ToolParity | None = None  # verify --tasks on a set with tools
+    look: Look = ONE_LOOK  # the look this is the evidence of: samples per prompt and set so far
+    requests: int = 0  # sent to both endpoints after detection, so far
 
 
-async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) -> Evidence:
+async def gather(
+    baseline: Endpoint, candidate: Endpoint, config: VerifyConfig
+) -> AsyncGenerator[Evidence, None]:
+    """The evidence after each look of the budget's schedule, growing: the caller stops reading when a
+    look settles the question (and closes this generator, which closes the connections). The greedy
+    answers, the agreement and the tasks are asked once, at the first look."""
     b, every = config.budget, collect.PROMPTS
     prompts, tasks = every[: b.prompts], collect.load_tasks()[: b.tasks]
     gate = asyncio.Semaphore(config.concurrency)
@@ -63,42 +73,68 @@ async def gather(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) 
         notes = _settle(base, cand, *caps)
         focus = await _focus(base, b.focus) if b.repeats and config.api == "completions" else ()
         s0 = config.seed * 4 * SEED_STRIDE
-        phase(f"verify: {b.samples} samples of {b.prompts} prompts, twice from the baseline, once from the "
-              f"candidate ({b.max_tokens} tokens each)")  # fmt: skip
-        a1, a2, c1, c2 = await asyncio.gather(
-            collect.draw(base, prompts, b.samples, b.max_tokens, s0),
-            collect.draw(base, prompts, b.samples, b.max_tokens, s0 + SEED_STRIDE),
-            collect.draw(cand, prompts, b.samples, b.max_tokens, s0 + 2 * SEED_STRIDE),
-            collect.draw(
-                cand, tuple(every[j] for j in focus), b.repeats // max(1, len(focus)), b.repeat_tokens,
-                s0 + 3 * SEED_STRIDE,
-            ),
-        )  # fmt: skip
-        phase("verify: the samples scored by the baseline")
-        x1, x2, y = [await collect.scored(base, prompts, s) for s in (a1, a2, c1)]
-        # every prompt's draws under its index in PROMPTS: the long sets', then the repeats'
-        y2: list[list[Sample]] = [[] for _ in every]
-        for j, group in zip(focus, c2, strict=True):
-            y2[j] = [d.sample for d in group]
-        # the baseline's distributions are read through the completions API: chat draws are another context
-        tested = ([a + b for a, b in zip(x1, x2, strict=True)], with_repeats(y, y2))
-        known = await _contexts_known(base, every, tested) if config.api == "completions" else {}
-        agreement = await _agreement(base, cand, prompts, a1)
-        phase("verify: greedy answers and tasks")
-        greedy = await asyncio.gather(*(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand)))
-        solved, parity = await _tasks(base, cand, (baseline, candidate), tasks, config)
-    agreement = agreement or greedy_agreement(*greedy)
-    problems = [
-        *_failures(base, notes),
-        *_failures(cand, notes),
-        *_not_sampling(base, [g + h for g, h in zip(a1, a2, strict=True)], notes),
-    ]
-    _not_sampling(cand, c1, notes)  # the candidate's: only a note, the sampling tests show the difference
-    return Evidence(
-        (x1, x2, y, y2), known, tuple(greedy), (solved[0], solved[1]), agreement,
-        tuple(dict.fromkeys(notes + base.notes + cand.notes)), tuple(problems),
-        {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens, parity,
-    )  # fmt: skip
+        drawn: tuple[list[list[Drawn]], ...] = tuple([[] for _ in prompts] for _ in range(3))
+        repeats: list[list[Drawn]] = [[] for _ in focus]
+        scored: tuple[list[list[Sample]], ...] = tuple([[] for _ in prompts] for _ in range(3))
+        known: dict[Context, Alternatives] = {}
+        for look in looks(b):
+            before = look.schedule[look.index - 1] if look.index else 0
+            if look.index == 0:
+                phase(f"verify: {look.samples} samples of {b.prompts} prompts, twice from the baseline, once "
+                      f"from the candidate ({b.max_tokens} tokens each)")  # fmt: skip
+            else:
+                phase(f"verify: not settled by {before} samples: look {look.index + 1} of {b.looks}, "
+                      f"{look.samples - before} more of each prompt from each set")  # fmt: skip
+            # the repeats grow with the samples: the contexts test gains power with the rest
+            each = b.repeats // max(1, len(focus))
+            first, upto = each * before // look.schedule[0], each * look.samples // look.schedule[0]
+            new = await asyncio.gather(
+                *(collect.draw(c, prompts, range(before, look.samples), b.max_tokens, s0 + k * SEED_STRIDE)
+                  for k, c in enumerate((base, base, cand))),
+                collect.draw(cand, tuple(every[j] for j in focus), range(first, upto), b.repeat_tokens,
+                             s0 + 3 * SEED_STRIDE),
+            )  # fmt: skip
+            for old, got in zip((*drawn, repeats), new, strict=True):
+                for group, more in zip(old, got, strict=True):
+                    group.extend(more)
+            phase("verify: the samples scored by the baseline")
+            for into, fresh in zip(scored, new[:3], strict=True):
+                now = await collect.scored(base, prompts, fresh)
+                for samples, more_scored in zip(into, now, strict=True):
+                    samples.extend(more_scored)
+            x1, x2, y = scored
+            # every prompt's draws under its index in PROMPTS: the long sets', then the repeats'
+            y2: list[list[Sample]] = [[] for _ in every]
+            for j, group in zip(focus, repeats, strict=True):
+                y2[j] = [d.sample for d in group]
+            # the baseline's distributions are read through the completions API: chat draws are another
+            # context
+            tested = ([g + h for g, h in zip(x1, x2, strict=True)], with_repeats(y, y2))
+            if config.api == "completions":
+                known |= await _contexts_known(base, every, tested, known)
+            if look.index == 0:
+                agreement = await _agreement(base, cand, prompts, drawn[0])
+                phase("verify: greedy answers and tasks")
+                greedy = await asyncio.gather(
+                    *(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand))
+                )
+                solved, parity = await _tasks(base, cand, (baseline, candidate), tasks, config)
+                agreement = agreement or greedy_agreement(*greedy)
+            said = list(notes)
+            a1, a2, c1 = drawn
+            problems = [
+                *_failures(base, said),
+                *_failures(cand, said),
+                *_not_sampling(base, [g + h for g, h in zip(a1, a2, strict=True)], said),
+            ]
+            _not_sampling(cand, c1, said)  # the candidate's: a note, the sampling tests show the difference
+            yield Evidence(
+                ([list(g) for g in x1], [list(g) for g in x2], [list(g) for g in y], y2), dict(known),
+                tuple(greedy), (solved[0], solved[1]), agreement,
+                tuple(dict.fromkeys(said + base.notes + cand.notes)), tuple(problems),
+                {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens, parity,
+                look, base.sent + cand.sent,
+            )  # fmt: skip
 
 
 async def _tasks(
@@ -182,10 +218,14 @@ async def _focus(base: Caller, k: int) -> tuple[int, ...]:
 
 
 async def _contexts_known(
-    base: Caller, prompts: tuple[str, ...], sets: tuple[list[list[Sample]], ...]
+    base: Caller,
+    prompts: tuple[str, ...],
+    sets: tuple[list[list[Sample]], ...],
+    known: dict[Context, Alternatives],
 ) -> dict[Context, Alternatives]:
-    """The baseline's distribution of the second token at every context a group drew twice or more."""
-    wanted = sorted(set().union(*(repeated(s) for s in sets)))
+    """The baseline's distribution of the second token at every context a group drew twice or more and
+    that is not ``known`` yet."""
+    wanted = sorted(set().union(*(repeated(s) for s in sets)) - set(known))
     got = await asyncio.gather(*(base.next_token(prompts[j], first) for j, first in wanted))
     return {c: alts for c, alts in zip(wanted, got, strict=True) if alts}
 

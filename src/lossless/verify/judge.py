@@ -2,51 +2,56 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from lossless.analyze.paired import paired_accuracy
 from lossless.client.endpoints import Endpoint
 from lossless.verify.collect import Greedy
-from lossless.verify.decide import decide
+from lossless.verify.decide import Gap, decide
 from lossless.verify.evidence import Evidence, with_repeats
-from lossless.verify.result import VerifyConfig, VerifyResult
+from lossless.verify.result import Procedure, VerifyConfig, VerifyResult
 from lossless.verify.two_sample import EFFECTS, compare, contexts, detectable, pooled_sd, score_se
 
 
 def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evidence) -> VerifyResult:
+    """The evidence of one look -> its findings and decision (``settled`` or not)."""
     x1, x2, y, y2 = ev.sets
     pooled = [a + b for a, b in zip(x1, x2, strict=True)]
-    b, c = config.budget, config.criteria
+    b, c, look = config.budget, config.criteria, ev.look
+    extra = ev.tool_parity.findings() if ev.tool_parity else ()
+    family = len(EFFECTS) + 1 + len(extra)  # the A/B tests, task accuracy, tool parity: Holm's m
+    level, aa_level = look.level(c.alpha) / family, c.alpha_aa / len(EFFECTS)  # Holm's strictest levels
+    # enough permutations that the smallest p-value they can give, 1 / (n + 1), is well below Holm's
+    # strictest level at this look (its share of alpha, over the family)
+    n_perm = max(b.permutations, math.ceil(4 / min(level, aa_level)))
     # characters stand in for tokens when sampled answers came without token boundaries: ~4 a token
-    kw = {"n_perm": b.permutations, "length": b.max_tokens * (1 if ev.draw_tokens else 4)}
-    # thresholds at Holm's strictest level: the level of the smallest p-value of each family
-    aa = compare(x1, x2, seed=config.seed, level=c.alpha / len(EFFECTS), **kw)
-    ab = compare(pooled, y, seed=config.seed + 1, level=c.alpha / (len(EFFECTS) + 1), **kw)
+    kw = {"n_perm": n_perm, "length": b.max_tokens * (1 if ev.draw_tokens else 4)}
+    seed = config.seed + 4 * look.index  # each look's permutations its own
+    aa = compare(x1, x2, seed=seed, level=aa_level, **kw)
+    ab = compare(pooled, y, seed=seed + 1, level=level, **kw)
     # contexts: each side's own draws against the baseline's distribution; A/A from its two sets
-    aa_ctx = contexts(
-        pooled, ev.known, n_null=b.permutations, seed=config.seed + 2, level=c.alpha / len(EFFECTS)
-    )
-    ab_ctx = contexts(
-        with_repeats(y, y2), ev.known,
-        n_null=b.permutations, seed=config.seed + 3, level=c.alpha / (len(EFFECTS) + 1),
-    )  # fmt: skip
+    aa_ctx = contexts(pooled, ev.known, n_null=n_perm, seed=seed + 2, level=aa_level)
+    ab_ctx = contexts(with_repeats(y, y2), ev.known, n_null=n_perm, seed=seed + 3, level=level)
     if aa_ctx is not None and ab_ctx is not None:
         aa, ab = [*aa, aa_ctx], [*ab, ab_ctx]
     se = score_se(pooled, y)
-    mde = None if se is None else detectable(se, c.alpha / (len(ab) + 1))
+    mde = None if se is None else detectable(se, level)
+    score = next((t for t in ab if t.name == "mean_score"), None)
+    gap = None if se is None or score is None else Gap(score.effect, se)
     answered = [(u, v) for u, v in zip(*ev.tasks, strict=True) if u is not None and v is not None]
     paired = (
         paired_accuracy([u for u, _ in answered], [v for _, v in answered], c.margin) if answered else None
     )
     sd = pooled_sd([a + b for a, b in zip(pooled, y, strict=True)])
-    extra = ev.tool_parity.findings() if ev.tool_parity else ()
     decision = decide(
-        aa, ab, c, detectable=mde, sample_sd=sd, tasks=paired, agreement=ev.agreement, problems=ev.problems,
-        extra=extra,
+        aa, ab, c, detectable=mde, sample_sd=sd, gap=gap, tasks=paired, agreement=ev.agreement,
+        problems=ev.problems, extra=extra, look=look,
     )  # fmt: skip
+    procedure = Procedure(look.schedule, look.index, ev.requests, c, scored=gap is not None)
     return VerifyResult(
         baseline, candidate, b, decision, tuple(aa), tuple(ab), paired, ev.agreement,
-        greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity, config.api,
+        greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity, config.api, procedure,
     )  # fmt: skip
 
 

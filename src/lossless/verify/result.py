@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.analyze.paired import Paired
 from lossless.client.endpoints import Endpoint, public_url
-from lossless.verify.budget import BUDGETS, Budget
-from lossless.verify.decide import Agreement, Criteria, Decision
+from lossless.verify.budget import BUDGETS, Budget, Criteria
+from lossless.verify.decide import Agreement, Decision
 from lossless.verify.two_sample import EFFECTS, Finding
 
 if TYPE_CHECKING:
@@ -28,6 +28,53 @@ class VerifyConfig:
 
 
 @dataclass(frozen=True)
+class Procedure:
+    """How the verdict was reached: the looks planned, the one it stopped at, and the error rates that
+    the procedure holds, whatever look it stops at."""
+
+    schedule: tuple[int, ...]  # samples per prompt and set by the end of each look
+    look: int  # the look it stopped at (0-based)
+    requests: int  # sent to both endpoints after detection
+    criteria: Criteria
+    scored: bool  # teacher-forced scores bound the score difference (else nothing bounds it)
+
+    def guarantees(self) -> tuple[str, ...]:
+        c = self.criteria
+        looks = f"over all {len(self.schedule)} looks" if len(self.schedule) > 1 else "in its one look"
+        equivalent = (
+            f"equivalent: at most {c.alpha_equivalent:.0%} of runs whose mean score differs by "
+            f"{c.tolerance_sd:g} sd or more (TOST {looks}); task accuracy within +-{c.margin:g} (TOST, 90%)"
+            if self.scored
+            else "equivalent: no teacher-forced scores, so no bound on the score difference: the tests "
+            f"found nothing at their power; task accuracy within +-{c.margin:g} (TOST, 90%)"
+        )
+        return (
+            f"different: at most {c.alpha:.0%} of runs on a candidate that serves the baseline's "
+            f"distribution (Holm over the tests, alpha spent {looks}; the log-probability check is exact)",
+            equivalent,
+            f"inconclusive for the baseline's own noise: at most {c.alpha_aa:.0%} of runs on a stable "
+            "baseline (A/A at the last look; an earlier A/A rejection draws more samples)",
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.criteria
+        return {
+            "looks": list(self.schedule),
+            "look": self.look + 1,
+            "samples": self.schedule[self.look],
+            "requests": self.requests,
+            "error_rates": {
+                "different": c.alpha,
+                "equivalent": c.alpha_equivalent,
+                "inconclusive_aa": c.alpha_aa,
+            },
+            "tolerance_sd": c.tolerance_sd,
+            "task_margin": c.margin,
+            "guarantees": list(self.guarantees()),
+        }
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     baseline: Endpoint
     candidate: Endpoint
@@ -42,6 +89,7 @@ class VerifyResult:
     capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)  # per side, what detect found
     tool_parity: ToolParity | None = None  # verify --tasks with tools: trigger F1 and schema accuracy
     api: str = "completions"  # the API both sides were asked in
+    procedure: Procedure | None = None
 
     @property
     def verdict(self) -> str:
@@ -56,6 +104,9 @@ class VerifyResult:
             "api": self.api,
             "reasons": list(self.decision.reasons),
             "detectable_score_difference": self.decision.detectable,
+            "score_difference_bound": self.decision.bound,
+            "level": self.decision.level,
+            "procedure": None if self.procedure is None else self.procedure.as_dict(),
             "baseline": ep(self.baseline),
             "candidate": ep(self.candidate),
             "budget": asdict(self.budget),

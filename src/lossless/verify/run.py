@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 from dataclasses import replace
 
 from lossless.client import endpoints as ep
 from lossless.client.endpoints import Endpoint
+from lossless.console import stderr_console
 from lossless.provision import embedded, given
 from lossless.tasks.sets import load_set
+from lossless.verify.budget import can_show
 from lossless.verify.evidence import gather
 from lossless.verify.judge import judge
 from lossless.verify.options import VerifyOptions
@@ -19,8 +22,13 @@ EXIT_CODES = {"equivalent": 0, "different": 1, "inconclusive": 3}
 
 
 async def verify(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig) -> VerifyResult:
-    evidence = await gather(baseline, candidate, config)
-    return judge(baseline, candidate, config, evidence)
+    """Judged look by look; the first settled look (or the last) is the result."""
+    async with aclosing(gather(baseline, candidate, config)) as looks:
+        async for evidence in looks:
+            result = judge(baseline, candidate, config, evidence)
+            if result.decision.settled:
+                break
+    return result
 
 
 def run(options: VerifyOptions) -> VerifyResult:
@@ -32,6 +40,13 @@ def run(options: VerifyOptions) -> VerifyResult:
         task_set=load_set(options.task_set)[: options.tasks_limit] if options.task_set else None,
     )  # fmt: skip
     named = pair(options)
+    tasks = len(config.task_set) if config.task_set is not None else None
+    if cannot := can_show(config.budget, config.criteria, tasks)[2]:  # said before any sample is drawn
+        stderr_console().print(
+            f"note: --budget {config.budget.label} cannot confirm equivalence ({cannot}): it can find "
+            "differences, and ends inconclusive where it finds none",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
     if not named:
         # one engine behind two servers: its requests take turns, so neither server slows the other
         config = replace(config, concurrency=1)

@@ -90,7 +90,7 @@ def _strata(groups: Sequence[tuple[int, int]], n_perm: int, rng: np.random.Gener
     out = []
     for n_x, n_y in groups:
         labels = np.array([False] * n_x + [True] * n_y)
-        perms = np.stack([rng.permutation(labels) for _ in range(n_perm)]) if n_perm else labels[None, :0]
+        perms = rng.permuted(np.tile(labels, (n_perm, 1)), axis=1) if n_perm else labels[None, :0]
         out.append(_Stratum(labels, perms))
     return out
 

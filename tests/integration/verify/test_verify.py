@@ -23,7 +23,7 @@ from lossless.client.endpoints import Endpoint
 from lossless.engine.engine import Engine
 from lossless.server.launch import start_embedded
 from lossless.server.options import ServeOptions
-from lossless.verify.budget import BUDGETS
+from lossless.verify.budget import BUDGETS, parse_budget
 from lossless.verify.result import VerifyConfig, VerifyResult
 from lossless.verify.run import verify
 
@@ -77,8 +77,15 @@ def verdicts(baseline_url: str, talkative: Path) -> Callable[[str], VerifyResult
 def test_speculative_decoding_is_equivalent_to_plain(verdicts: Callable[[str], VerifyResult]) -> None:
     result = verdicts("speculative")
     assert result.verdict == "equivalent", result.decision.reasons
-    assert result.decision.detectable is not None and result.decision.sample_sd is not None
-    assert result.decision.detectable < 0.6 * result.decision.sample_sd  # the power behind the claim
+    d = result.decision
+    assert d.bound is not None and d.sample_sd is not None
+    assert d.bound < 0.6 * d.sample_sd  # TOST: the score difference is bounded within the tolerance
+    assert d.detectable is not None and d.detectable < d.sample_sd
+    procedure = result.as_dict()["procedure"]  # settled at the first look, and it says what it spent
+    assert procedure["look"] == 1 and procedure["samples"] == 10 and procedure["looks"] == [10, 20, 30]
+    assert procedure["error_rates"] == {"different": 0.01, "equivalent": 0.05, "inconclusive_aa": 0.01}
+    assert procedure["requests"] > 3 * 8 * 10  # three sets of 8 prompts x 10 samples, and the rest
+    assert {t.n_y for t in result.ab if t.name == "mean_score"} == {8 * 10}
     assert result.greedy["candidate_match"] == 1.0  # greedy speculative decoding is exact
     assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
 
@@ -107,6 +114,19 @@ def test_no_residual_is_caught_by_the_contexts_test(verdicts: Callable[[str], Ve
     assert [r.split(":")[0] for r in result.decision.reasons] == ["contexts"]
     found = {t.name: t for t in result.ab}["contexts"]
     assert found.effect > 0 and found.n_y > BUDGETS["default"].repeats // 2
+
+
+def test_a_look_that_cannot_bound_the_difference_draws_more_samples(baseline_url: str) -> None:
+    """Two prompts, at most 12 samples in three looks: 4 samples cannot bound the score difference within
+    0.6 sd, so verify draws more, and the result says at which look it stopped."""
+    config = VerifyConfig(parse_budget("2x12x8"), seed=3)
+    b, c = Endpoint("baseline", baseline_url, "tiny"), Endpoint("candidate", baseline_url, "tiny")
+    result = asyncio.run(verify(b, c, config))
+    procedure = result.as_dict()["procedure"]
+    assert procedure["looks"] == [4, 8, 12] and procedure["look"] > 1, result.decision.reasons
+    score = {t.name: t for t in result.ab}["mean_score"]
+    assert score.n_x == 2 * 2 * procedure["samples"] and score.n_y == 2 * procedure["samples"]
+    assert result.verdict != "different"
 
 
 def test_next_token_is_the_baselines_distribution_after_that_token(
@@ -154,6 +174,7 @@ def test_cli_small_budget_is_inconclusive_not_equivalent(baseline_url: str, talk
         )
     assert result.exit_code == 3, result.stderr
     assert "would settle it" in result.stdout
+    assert "note: --budget 2x3x8 cannot confirm equivalence (3 samples bound" in result.stderr  # said first
     # a long command says what it is doing, a line per phase (stderr is no terminal here)
     said = result.stderr
     assert "verify: what each endpoint supports" in said and "verify: greedy answers" in said

@@ -13,7 +13,8 @@ from task_server import Behaviour, task_server, task_specs
 
 from lossless.client.endpoints import Endpoint
 from lossless.tasks.sets import load_set
-from lossless.verify.decide import Criteria, decide
+from lossless.verify.budget import Criteria
+from lossless.verify.decide import decide
 from lossless.verify.taskset import TaskEvidence, f1, run_tasks
 
 N = 60

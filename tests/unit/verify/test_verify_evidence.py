@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from lossless.verify.budget import Criteria
 from lossless.verify.collect import Greedy
-from lossless.verify.decide import Agreement, Criteria, decide
+from lossless.verify.decide import Agreement, decide
 from lossless.verify.evidence import greedy_agreement
 from lossless.verify.two_sample import Finding
 

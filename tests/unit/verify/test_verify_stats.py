@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from lossless.analyze.paired import paired_accuracy
+from lossless.verify.budget import Criteria
 from lossless.verify.collect import _text_score
-from lossless.verify.decide import Agreement, Criteria, decide
+from lossless.verify.decide import Agreement, Gap, decide
 from lossless.verify.two_sample import (
     TAIL,
     Finding,
@@ -140,15 +141,18 @@ def test_decide_follows_differences_then_calibration_then_power() -> None:
     assert (
         decide(calm, hit, c, detectable=0.1, sample_sd=1.0, tasks=None, agreement=None).verdict == "different"
     )
-    assert (
-        decide(calm, calm, c, detectable=0.3, sample_sd=1.0, tasks=None, agreement=None).verdict
-        == "equivalent"
+    close = Gap(0.01, 0.1)  # TOST: 0.01 + 1.645 * 0.1 = 0.17 nats/token, within 0.6 sd of 1.0
+    same = decide(calm, calm, c, detectable=0.3, sample_sd=1.0, gap=close, tasks=None, agreement=None)
+    assert same.verdict == "equivalent" and same.bound == pytest.approx(0.01 + 1.6449 * 0.1, abs=1e-3)
+    # 0.05 + 1.645 * 0.5 = 0.87 > 0.6: (0.82 / 0.55)^2 = 2.2x the samples would bring it within
+    weak = decide(
+        calm, calm, c, detectable=1.2, sample_sd=1.0, gap=Gap(0.05, 0.5), tasks=None, agreement=None
     )
-    weak = decide(calm, calm, c, detectable=1.2, sample_sd=1.0, tasks=None, agreement=None)
-    assert weak.verdict == "inconclusive" and "4x the samples" in weak.reasons[0]
+    assert weak.verdict == "inconclusive" and "2.3x the samples" in weak.reasons[0]
     off = Agreement(mean_abs_diff=0.3, baseline_noise=0.0, n=10)
     assert (
-        decide(calm, calm, c, detectable=0.3, sample_sd=1.0, tasks=None, agreement=off).verdict == "different"
+        decide(calm, calm, c, detectable=0.3, sample_sd=1.0, gap=close, tasks=None, agreement=off).verdict
+        == "different"
     )
 
 
