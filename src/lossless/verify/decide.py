@@ -146,11 +146,8 @@ def decide(
         )
     verdict, said = _equivalence(criteria, gap, bound, detectable, sample_sd, tasks)
     if verdict == "equivalent" and not look.final:
-        near = [
-            f"{name} (Holm p={p:.3g})"
-            for name, p in zip([t.name for t in ab] + ["task accuracy"] * bool(tasks), ab_adj, strict=False)
-            if p < criteria.hint
-        ]
+        names = [t.name for t in ab] + ["task accuracy"] * bool(tasks) + [what for what, _ in extra]
+        near = [f"{n} (Holm p={p:.3g})" for n, p in zip(names, ab_adj, strict=True) if p < criteria.hint]
         if near:  # a hint of a difference: more samples before equivalence is said
             why = f"near a difference on {', '.join(near)} (this look's level: {level:.2g}): more samples"
             return Decision("inconclusive", (why,), **base, settled=False)
@@ -210,11 +207,16 @@ def _equivalence(
             f"+-{tolerance:.3g} ({criteria.tolerance_sd:g} sd): {more}"
         )
     if tasks and not tasks.equivalent:
-        width = (tasks.ci90[1] - tasks.ci90[0]) / 2
-        factor = math.ceil((width / criteria.margin) ** 2 * 10) / 10
+        width, centre = (tasks.ci90[1] - tasks.ci90[0]) / 2, abs(tasks.ci90[1] + tasks.ci90[0]) / 2
+        room = criteria.margin - centre  # what the half-width must shrink to, the centre staying put
+        more = (
+            f"about {math.ceil((width / room) ** 2 * 10) / 10:g}x the tasks would settle it"
+            if room > 0
+            else "the difference itself is at the margin"
+        )
         short.append(
             f"task accuracy difference 90% CI [{tasks.ci90[0]:+.2f}, {tasks.ci90[1]:+.2f}] is not within "
-            f"+-{criteria.margin:g}: about {factor:g}x the tasks would settle it"
+            f"+-{criteria.margin:g}: {more}"
         )
     if short:
         return "inconclusive", tuple(short)

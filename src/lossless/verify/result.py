@@ -50,7 +50,8 @@ class Procedure:
         )
         return (
             f"different: at most {c.alpha:.0%} of runs on a candidate that serves the baseline's "
-            f"distribution (Holm over the tests, alpha spent {looks}; the log-probability check is exact)",
+            f"distribution (Holm over the tests, alpha spent {looks}; beside them, a fixed tolerance on "
+            "log-probabilities)",
             equivalent,
             f"inconclusive for the baseline's own noise: at most {c.alpha_aa:.0%} of runs on a stable "
             "baseline (A/A at the last look; an earlier A/A rejection draws more samples)",

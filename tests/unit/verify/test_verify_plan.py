@@ -104,3 +104,12 @@ def test_without_scores_equivalence_waits_for_the_last_look() -> None:
     assert early.verdict == "inconclusive" and not early.settled and "every look" in early.reasons[0]
     last = decide(calm, calm, Criteria(), **kw, look=Look(2, (10, 20, 30)))
     assert last.verdict == "equivalent" and last.settled and "no teacher-forced scores" in last.reasons[0]
+
+
+def test_the_tasks_factor_counts_where_the_interval_sits_not_only_its_width() -> None:
+    from lossless.analyze.paired import Paired
+
+    off_centre = Paired(24, 20, 2, 0, -2 / 24, (-0.13, 0.05), 0.5, False, 0.1)
+    d = decide([], [], Criteria(), detectable=None, tasks=off_centre, agreement=None)
+    # half-width 0.09 around -0.04: it must shrink to 0.06, (0.09 / 0.06)^2 = 2.25x the tasks
+    assert d.verdict == "inconclusive" and "about 2.3x the tasks would settle it" in d.reasons[0]
