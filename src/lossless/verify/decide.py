@@ -113,25 +113,7 @@ def decide(
     }
     unstable = {t.name: p for t, p in zip(aa, aa_adj, strict=True) if p < criteria.alpha_aa}
     found = _differences(aa, ab, ab_adj, criteria, unstable, level)
-    at = len(ab) + bool(tasks)  # where extra's adjusted p-values start
-    if tasks and ab_adj[at - 1] < level:
-        found.append(
-            f"task accuracy {tasks.difference:+.0%} over {tasks.n} tasks (McNemar p={ab_adj[at - 1]:.3g})"
-        )
-    found += [
-        f"{what} (Holm p={p:.3g})" for (what, _), p in zip(extra, ab_adj[at:], strict=True) if p < level
-    ]
-    if agreement and agreement.mean_abs_diff > max(
-        criteria.agreement, AGREE_FLOOR * agreement.baseline_noise
-    ):
-        what = (
-            f"{agreement.n} texts" if agreement.source == "teacher-forced" else f"{agreement.n} greedy tokens"
-        )
-        found.append(
-            f"log-probabilities of the same {what} differ by "
-            f"{agreement.mean_abs_diff:.3g} nats/token "
-            f"(baseline vs itself: {agreement.baseline_noise:.3g})"
-        )
+    found += _beside(ab_adj[len(ab) :], criteria, level, tasks, agreement, extra)
     if problems:
         return Decision("inconclusive", (*problems, *(f"found anyway: {f}" for f in found)), **base)
     if found:
@@ -147,16 +129,55 @@ def decide(
     verdict, said = _equivalence(criteria, gap, bound, detectable, sample_sd, tasks)
     if verdict == "equivalent" and not look.final:
         names = [t.name for t in ab] + ["task accuracy"] * bool(tasks) + [what for what, _ in extra]
-        near = [f"{n} (Holm p={p:.3g})" for n, p in zip(names, ab_adj, strict=True) if p < criteria.hint]
-        if near:  # a hint of a difference: more samples before equivalence is said
-            why = f"near a difference on {', '.join(near)} (this look's level: {level:.2g}): more samples"
-            return Decision("inconclusive", (why,), **base, settled=False)
-        if gap is None:  # nothing bounds the difference: only the power of every sample the budget buys
-            why = (
-                "no teacher-forced scores bound the score difference: equivalence needs every look's samples"
-            )
-            return Decision("inconclusive", (why,), **base, settled=False)
+        if wait := _wait(names, ab_adj, criteria, level, scored=gap is not None):
+            return Decision("inconclusive", (wait,), **base, settled=False)
     return Decision(verdict, said, **base, settled=verdict == "equivalent" or look.final)
+
+
+def _beside(
+    adjusted: Sequence[float],
+    criteria: Criteria,
+    level: float,
+    tasks: Paired | None,
+    agreement: Agreement | None,
+    extra: Sequence[tuple[str, float]],
+) -> list[str]:
+    """Differences beside the two-sample tests: task accuracy and ``extra`` (their Holm-adjusted
+    p-values, in that order, in ``adjusted``), and log-probabilities of the same text disagreeing."""
+    found = []
+    if tasks and adjusted[0] < level:
+        found.append(
+            f"task accuracy {tasks.difference:+.0%} over {tasks.n} tasks (McNemar p={adjusted[0]:.3g})"
+        )
+    found += [
+        f"{what} (Holm p={p:.3g})"
+        for (what, _), p in zip(extra, adjusted[bool(tasks) :], strict=True)
+        if p < level
+    ]
+    if agreement and agreement.mean_abs_diff > max(
+        criteria.agreement, AGREE_FLOOR * agreement.baseline_noise
+    ):
+        what = (
+            f"{agreement.n} texts" if agreement.source == "teacher-forced" else f"{agreement.n} greedy tokens"
+        )
+        found.append(
+            f"log-probabilities of the same {what} differ by {agreement.mean_abs_diff:.3g} nats/token "
+            f"(baseline vs itself: {agreement.baseline_noise:.3g})"
+        )
+    return found
+
+
+def _wait(
+    names: Sequence[str], adjusted: Sequence[float], criteria: Criteria, level: float, *, scored: bool
+) -> str:
+    """Why an equivalent look before the last is not the answer yet ("" when it is): a test near a
+    difference, or no score to bound the difference (then only every sample the budget buys will do)."""
+    near = [f"{n} (Holm p={p:.3g})" for n, p in zip(names, adjusted, strict=True) if p < criteria.hint]
+    if near:
+        return f"near a difference on {', '.join(near)} (this look's level: {level:.2g}): more samples"
+    if not scored:
+        return "no teacher-forced scores bound the score difference: equivalence needs every look"
+    return ""
 
 
 def _bound(gap: Gap | None, level: float) -> float | None:

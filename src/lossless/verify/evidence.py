@@ -21,7 +21,7 @@ from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
 from lossless.console import phase
 from lossless.verify import collect
-from lossless.verify.budget import Look, looks
+from lossless.verify.budget import Budget, Look, looks
 from lossless.verify.collect import Caller, Drawn, Greedy
 from lossless.verify.decide import ONE_LOOK, Agreement
 from lossless.verify.detect import NEUTRAL, Capabilities, detect
@@ -73,39 +73,14 @@ async def gather(
         notes = _settle(base, cand, *caps)
         focus = await _focus(base, b.focus) if b.repeats and config.api == "completions" else ()
         s0 = config.seed * 4 * SEED_STRIDE
-        drawn: tuple[list[list[Drawn]], ...] = tuple([[] for _ in prompts] for _ in range(3))
-        repeats: list[list[Drawn]] = [[] for _ in focus]
-        scored: tuple[list[list[Sample]], ...] = tuple([[] for _ in prompts] for _ in range(3))
+        pool = _Pool.empty(len(prompts), len(focus))
         known: dict[Context, Alternatives] = {}
         for look in looks(b):
-            before = look.schedule[look.index - 1] if look.index else 0
-            if look.index == 0:
-                phase(f"verify: {look.samples} samples of {b.prompts} prompts, twice from the baseline, once "
-                      f"from the candidate ({b.max_tokens} tokens each)")  # fmt: skip
-            else:
-                phase(f"verify: not settled by {before} samples: look {look.index + 1} of {b.looks}, "
-                      f"{look.samples - before} more of each prompt from each set")  # fmt: skip
-            # the repeats grow with the samples: the contexts test gains power with the rest
-            each = b.repeats // max(1, len(focus))
-            first, upto = each * before // look.schedule[0], each * look.samples // look.schedule[0]
-            new = await asyncio.gather(
-                *(collect.draw(c, prompts, range(before, look.samples), b.max_tokens, s0 + k * SEED_STRIDE)
-                  for k, c in enumerate((base, base, cand))),
-                collect.draw(cand, tuple(every[j] for j in focus), range(first, upto), b.repeat_tokens,
-                             s0 + 3 * SEED_STRIDE),
-            )  # fmt: skip
-            for old, got in zip((*drawn, repeats), new, strict=True):
-                for group, more in zip(old, got, strict=True):
-                    group.extend(more)
-            phase("verify: the samples scored by the baseline")
-            for into, fresh in zip(scored, new[:3], strict=True):
-                now = await collect.scored(base, prompts, fresh)
-                for samples, more_scored in zip(into, now, strict=True):
-                    samples.extend(more_scored)
-            x1, x2, y = scored
+            await _draw_look(base, cand, b, focus, look, s0, pool)
+            x1, x2, y = pool.scored
             # every prompt's draws under its index in PROMPTS: the long sets', then the repeats'
             y2: list[list[Sample]] = [[] for _ in every]
-            for j, group in zip(focus, repeats, strict=True):
+            for j, group in zip(focus, pool.repeats, strict=True):
                 y2[j] = [d.sample for d in group]
             # the baseline's distributions are read through the completions API: chat draws are another
             # context
@@ -113,7 +88,7 @@ async def gather(
             if config.api == "completions":
                 known |= await _contexts_known(base, every, tested, known)
             if look.index == 0:
-                agreement = await _agreement(base, cand, prompts, drawn[0])
+                agreement = await _agreement(base, cand, prompts, pool.drawn[0])
                 phase("verify: greedy answers and tasks")
                 greedy = await asyncio.gather(
                     *(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand))
@@ -121,7 +96,7 @@ async def gather(
                 solved, parity = await _tasks(base, cand, (baseline, candidate), tasks, config)
                 agreement = agreement or greedy_agreement(*greedy)
             said = list(notes)
-            a1, a2, c1 = drawn
+            a1, a2, c1 = pool.drawn
             problems = [
                 *_failures(base, said),
                 *_failures(cand, said),
@@ -135,6 +110,55 @@ async def gather(
                 {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens, parity,
                 look, base.sent + cand.sent,
             )  # fmt: skip
+
+
+@dataclass
+class _Pool:
+    """Every draw so far: the three long sets (baseline A, A', candidate) as drawn and as scored by the
+    baseline, and the candidate's repeats at the focus prompts."""
+
+    drawn: tuple[list[list[Drawn]], ...]
+    scored: tuple[list[list[Sample]], ...]
+    repeats: list[list[Drawn]]
+
+    @classmethod
+    def empty(cls, prompts: int, focus: int) -> _Pool:
+        def sets() -> tuple[list[Any], ...]:
+            return tuple([[] for _ in range(prompts)] for _ in range(3))
+
+        return cls(sets(), sets(), [[] for _ in range(focus)])
+
+
+async def _draw_look(
+    base: Caller, cand: Caller, b: Budget, focus: tuple[int, ...], look: Look, s0: int, pool: _Pool
+) -> None:
+    """This look's samples (the next seeds of each set) and repeats, scored and added to ``pool``."""
+    every = collect.PROMPTS
+    prompts = every[: b.prompts]
+    before = look.schedule[look.index - 1] if look.index else 0
+    if look.index == 0:
+        phase(f"verify: {look.samples} samples of {b.prompts} prompts, twice from the baseline, once "
+              f"from the candidate ({b.max_tokens} tokens each)")  # fmt: skip
+    else:
+        phase(f"verify: not settled by {before} samples: look {look.index + 1} of {b.looks}, "
+              f"{look.samples - before} more of each prompt from each set")  # fmt: skip
+    # the repeats grow with the samples: the contexts test gains power with the rest
+    each = b.repeats // max(1, len(focus))
+    first, upto = each * before // look.schedule[0], each * look.samples // look.schedule[0]
+    new = await asyncio.gather(
+        *(collect.draw(c, prompts, range(before, look.samples), b.max_tokens, s0 + k * SEED_STRIDE)
+          for k, c in enumerate((base, base, cand))),
+        collect.draw(cand, tuple(every[j] for j in focus), range(first, upto), b.repeat_tokens,
+                     s0 + 3 * SEED_STRIDE),
+    )  # fmt: skip
+    for old, got in zip((*pool.drawn, pool.repeats), new, strict=True):
+        for group, more in zip(old, got, strict=True):
+            group.extend(more)
+    phase("verify: the samples scored by the baseline")
+    for into, fresh in zip(pool.scored, new[:3], strict=True):
+        now = await collect.scored(base, prompts, fresh)
+        for samples, more_scored in zip(into, now, strict=True):
+            samples.extend(more_scored)
 
 
 async def _tasks(

@@ -36,7 +36,13 @@ def run(*args: str) -> dict[str, Any]:
 @pytest.mark.parametrize("api", ["chat", "completions", "responses", "messages"])
 def test_bench_times_every_api_from_its_own_events(url: str, api: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ("bench", url, "--model", MODEL, "--api", api, "--suite", "grounded", "--requests", "2")
+    # greedy, through an endpoints file: at the server's default temperature both answers could end at
+    # once (it happened: completions, a first token of end-of-text twice), leaving no per-event timing
+    pair = tmp_path / "ours.toml"
+    pair.write_text(
+        f'[[endpoint]]\nname = "ours"\nbase_url = "{url}"\nmodel = "{MODEL}"\nbody = {{ temperature = 0 }}\n'
+    )
+    args = ("bench", "--endpoints", str(pair), "--api", api, "--suite", "grounded", "--requests", "2")
     summary = run(*args, "--max-tokens", "24", "--warmup", "0", "--out", str(out))
     (entry,) = summary["endpoints"]
     assert entry["requests"]["ok"] == 2 and summary["config"]["api"] == api
@@ -45,7 +51,6 @@ def test_bench_times_every_api_from_its_own_events(url: str, api: str, tmp_path:
     for r in records:
         assert r["api"] == api and r["error"] is None and r["n_in"] > 0 and 0 < r["n_out"] <= 24
         assert r["finish_reason"] in ("stop", "length")
-    # the server samples (its default temperature): an answer may end at once, so the answered ones count
     answered = [r for r in records if r["n_out"] > 1]
     assert answered and entry["ttft_ms"]["n"] >= len(answered) and entry["output_tps"]["n"] >= 1
     for r in answered:
