@@ -80,9 +80,13 @@ class Look:
         return self.schedule[self.index]
 
     @property
+    def before(self) -> int:
+        """Samples per prompt and set drawn by the looks before this one."""
+        return self.schedule[self.index - 1] if self.index else 0
+
+    @property
     def share(self) -> float:
-        before = self.schedule[self.index - 1] if self.index else 0
-        return (self.samples - before) / self.schedule[-1]
+        return (self.samples - self.before) / self.schedule[-1]
 
     def level(self, alpha: float) -> float:
         return alpha * self.share

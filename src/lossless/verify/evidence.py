@@ -135,7 +135,7 @@ async def _draw_look(
     """This look's samples (the next seeds of each set) and repeats, scored and added to ``pool``."""
     every = collect.PROMPTS
     prompts = every[: b.prompts]
-    before = look.schedule[look.index - 1] if look.index else 0
+    before = look.before
     if look.index == 0:
         phase(f"verify: {look.samples} samples of {b.prompts} prompts, twice from the baseline, once "
               f"from the candidate ({b.max_tokens} tokens each)")  # fmt: skip

@@ -48,7 +48,7 @@ def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evi
         aa, ab, c, detectable=mde, sample_sd=sd, gap=gap, tasks=paired, agreement=ev.agreement,
         problems=ev.problems, extra=extra, look=look,
     )  # fmt: skip
-    procedure = Procedure(look.schedule, look.index, ev.requests, c, scored=gap is not None)
+    procedure = Procedure(look, ev.requests, c, scored=gap is not None)
     return VerifyResult(
         baseline, candidate, b, decision, tuple(aa), tuple(ab), paired, ev.agreement,
         greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity, config.api, procedure,

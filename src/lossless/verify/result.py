@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.analyze.paired import Paired
 from lossless.client.endpoints import Endpoint, public_url
-from lossless.verify.budget import BUDGETS, Budget, Criteria
+from lossless.verify.budget import BUDGETS, Budget, Criteria, Look
 from lossless.verify.decide import Agreement, Decision
 from lossless.verify.two_sample import EFFECTS, Finding
 
@@ -32,15 +32,15 @@ class Procedure:
     """How the verdict was reached: the looks planned, the one it stopped at, and the error rates that
     the procedure holds, whatever look it stops at."""
 
-    schedule: tuple[int, ...]  # samples per prompt and set by the end of each look
-    look: int  # the look it stopped at (0-based)
+    look: Look  # the look it stopped at, in its schedule
     requests: int  # sent to both endpoints after detection
     criteria: Criteria
     scored: bool  # teacher-forced scores bound the score difference (else nothing bounds it)
 
     def guarantees(self) -> tuple[str, ...]:
         c = self.criteria
-        looks = f"over all {len(self.schedule)} looks" if len(self.schedule) > 1 else "in its one look"
+        count = len(self.look.schedule)
+        looks = f"over all {count} looks" if count > 1 else "in its one look"
         equivalent = (
             f"equivalent: at most {c.alpha_equivalent:.0%} of runs whose mean score differs by "
             f"{c.tolerance_sd:g} sd or more (TOST {looks}); task accuracy within +-{c.margin:g} (TOST, 90%)"
@@ -60,9 +60,9 @@ class Procedure:
     def as_dict(self) -> dict[str, Any]:
         c = self.criteria
         return {
-            "looks": list(self.schedule),
-            "look": self.look + 1,
-            "samples": self.schedule[self.look],
+            "looks": list(self.look.schedule),
+            "look": self.look.index + 1,
+            "samples": self.look.samples,
             "requests": self.requests,
             "error_rates": {
                 "different": c.alpha,
