@@ -73,7 +73,7 @@ def _diagnostics(result: VerifyResult, console: Console) -> None:
         what = f"{agree.n} texts" if agree.source == "teacher-forced" else f"{agree.n} greedy tokens"
         console.print(
             f"log-prob agreement on {what}: {agree.mean_abs_diff:.3g} "
-            f"nats/token (baseline vs itself {agree.baseline_noise:.3g})"
+            f"nats a token apart on average (baseline vs itself {agree.baseline_noise:.3g})"
         )
     style = VERDICT_STYLE[result.verdict]
     console.print(f"[bold {style}]{result.verdict}[/bold {style}]")
@@ -184,8 +184,10 @@ def _tasks(v: dict[str, Any]) -> str:
         )
     a = v.get("logprob_agreement")
     if a:
+        what = "texts" if a["source"] == "teacher-forced" else "greedy tokens"
         parts.append(
-            f"<p>Log-prob agreement on {a['n']} texts: {a['mean_abs_diff']:.3g} nats/token (baseline "
-            f"against itself {a['baseline_noise']:.3g}).</p>"
+            f"<p>Log-prob agreement on {a['n']} {what}: "
+            f"{a['mean_abs_diff']:.3g} nats a token apart on average (baseline against itself "
+            f"{a['baseline_noise']:.3g}).</p>"
         )
     return "".join(parts)

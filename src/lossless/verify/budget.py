@@ -59,7 +59,7 @@ class Criteria:
     # scale-free margin (nats/token mean little across models).
     tolerance_sd: float = 0.6
     margin: float = 0.1  # task accuracy: the TOST equivalence margin (absolute)
-    agreement: float = 0.02  # nats/token: scoring the same text may differ this much (kernels, batching)
+    agreement: float = 0.02  # nats: a token's log-probability, scored alike, may differ this much on average
     aa_margin: float = 2.0  # a test the baseline fails against itself needs this many times its drift
     hint: float = 0.05  # a Holm p-value below this before the last look draws more samples, not a verdict
 

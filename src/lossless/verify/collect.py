@@ -159,20 +159,23 @@ class TextScore:
     mean: float  # mean log-probability per token
     rank: float | None  # mean mid-PIT of the tokens (stats.token_rank); None without alternatives
     tail: float | None  # share of tokens with a mid-PIT of stats.TAIL or more
+    tokens: tuple[tuple[int, str, float], ...] = ()  # each token's offset, text and log-probability
 
 
 def _text_score(lp: dict[str, Any], start: int, end: int, top: int) -> TextScore | None:
     """The text's tokens: those whose offset falls in [start, end) (the prompt's are not scored)."""
     tops = lp.get("top_logprobs") if top else None
-    rows = list(zip(lp["token_logprobs"], lp.get("text_offset") or [], tops or repeat(None), strict=False))
-    picked = [(v, alts) for v, at, alts in rows if v is not None and start <= at < end]
+    rows = zip(lp["token_logprobs"], lp.get("text_offset") or [], lp.get("tokens") or repeat(""),
+               tops or repeat(None), strict=False)  # fmt: skip
+    picked = [(v, at, str(token), alts) for v, at, token, alts in rows if v is not None and start <= at < end]
     if not picked:
         return None
-    mean = sum(v for v, _ in picked) / len(picked)
-    if not all(isinstance(alts, dict) and alts for _, alts in picked):
-        return TextScore(mean, None, None)
-    ranks = [token_rank(v, list(alts.values())) for v, alts in picked]
-    return TextScore(mean, sum(ranks) / len(ranks), sum(r >= TAIL for r in ranks) / len(ranks))
+    mean = sum(v for v, *_ in picked) / len(picked)
+    tokens = tuple((at, token, v) for v, at, token, _ in picked)
+    if not all(isinstance(alts, dict) and alts for *_, alts in picked):
+        return TextScore(mean, None, None, tokens)
+    ranks = [token_rank(v, list(alts.values())) for v, _, _, alts in picked]
+    return TextScore(mean, sum(ranks) / len(ranks), sum(r >= TAIL for r in ranks) / len(ranks), tokens)
 
 
 def logprobs_of(reply: Reply) -> tuple[float, ...] | None:

@@ -53,8 +53,8 @@ ONE_LOOK = Look()  # a run decided at once, at its only look
 class Agreement:
     """Teacher-forced scores of the same texts under both endpoints (when both can score)."""
 
-    mean_abs_diff: float  # candidate vs baseline, nats/token
-    baseline_noise: float  # baseline vs itself, nats/token
+    mean_abs_diff: float  # candidate vs baseline: the mean |difference| of a token's log-probability
+    baseline_noise: float  # baseline vs itself, the same way
     n: int  # texts (teacher-forced) or tokens (greedy)
     source: str = "teacher-forced"  # or "greedy": chosen tokens' log-probabilities until the answers part
 
@@ -158,11 +158,13 @@ def _beside(
         criteria.agreement, AGREE_FLOOR * agreement.baseline_noise
     ):
         what = (
-            f"{agreement.n} texts" if agreement.source == "teacher-forced" else f"{agreement.n} greedy tokens"
+            f"tokens of {agreement.n} texts"
+            if agreement.source == "teacher-forced"
+            else f"{agreement.n} greedy tokens"
         )
         found.append(
-            f"log-probabilities of the same {what} differ by {agreement.mean_abs_diff:.3g} nats/token "
-            f"(baseline vs itself: {agreement.baseline_noise:.3g})"
+            f"log-probabilities of the same {what} differ by {agreement.mean_abs_diff:.3g} nats on average"
+            f" (baseline vs itself: {agreement.baseline_noise:.3g})"
         )
     return found
 

@@ -258,22 +258,33 @@ async def _agreement(
     base: Caller, cand: Caller, prompts: tuple[str, ...], drawn: list[list[Drawn]]
 ) -> Agreement | None:
     """A few of the baseline's own texts scored twice by the baseline (its noise) and once by the
-    candidate: the same text must get the same log-probabilities."""
+    candidate: every token of the same text must get the same log-probability. Token by token, not the
+    texts' means: a change of numerics moves tokens both ways, and a mean lets them cancel."""
     if base.scoring is None or cand.scoring is None:
         return None
-    picked = [[d for d in g if d.text][:AGREEMENT_SAMPLES] for g in drawn]
-    first, again, other = [await collect.scored(c, prompts, picked) for c in (base, base, cand)]
-    trios = [
-        (f.score, a.score, o.score)
-        for g, gf, ga, go in zip(picked, first, again, other, strict=True)
-        if len(gf) == len(ga) == len(go) == len(g)  # a failed scoring request drops a text: skip the prompt
-        for f, a, o in zip(gf, ga, go, strict=True)
-        if f.score is not None and a.score is not None and o.score is not None
+    picked = [(d.prompt, d.text) for g in drawn for d in [d for d in g if d.text][:AGREEMENT_SAMPLES]]
+    first, again, other = [
+        await asyncio.gather(*(c.score(prompts[j], text) for j, text in picked)) for c in (base, base, cand)
     ]
-    if not trios:
+    diffs: list[float] = []
+    noise: list[float] = []
+    texts = 0
+    for f, a, o in zip(first, again, other, strict=True):
+        if f is None or a is None or o is None:  # a failed scoring request: the text is left out
+            continue
+        texts += 1
+        diffs += _same_tokens(f, o)
+        noise += _same_tokens(f, a)
+    if not diffs or not noise:
         return None
-    noise = float(np.mean([abs(a - f) for f, a, _ in trios]))
-    return Agreement(float(np.mean([abs(o - f) for f, _, o in trios])), noise, len(trios))
+    return Agreement(float(np.mean(diffs)), float(np.mean(noise)), texts)
+
+
+def _same_tokens(a: collect.TextScore, b: collect.TextScore) -> list[float]:
+    """|a - b| of the log-probabilities of the tokens both scored alike (the same text at the same offset:
+    different tokenizers share only some)."""
+    theirs = {(at, token): v for at, token, v in b.tokens}
+    return [abs(v - theirs[at, token]) for at, token, v in a.tokens if (at, token) in theirs]
 
 
 def greedy_agreement(

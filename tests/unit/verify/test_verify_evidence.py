@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from lossless.verify.budget import Criteria
-from lossless.verify.collect import Greedy
+from lossless.verify.collect import Greedy, TextScore
 from lossless.verify.decide import Agreement, decide
-from lossless.verify.evidence import greedy_agreement
+from lossless.verify.evidence import _same_tokens, greedy_agreement
 from lossless.verify.two_sample import Finding
 
 
@@ -30,6 +30,16 @@ def test_greedy_agreement_needs_logprobs_on_every_side() -> None:
     base = [g("ab", -0.1, -0.2), None]
     cand = [Greedy(("a", "b"), None), g("xy", -1.0, -2.0)]
     assert greedy_agreement(base, base, cand) is None
+
+
+def test_text_agreement_is_token_by_token_where_the_mean_would_cancel() -> None:
+    """A change of numerics moves tokens both ways: the text's mean stays put, its tokens do not. Tokens are
+    paired by offset and text: another tokenizer's differently cut token is not compared."""
+    base = TextScore(-1.0, None, None, ((0, "a", -0.5), (1, "b", -1.5), (2, "cd", -1.0)))
+    cand = TextScore(-1.0, None, None, ((0, "a", -0.6), (1, "b", -1.4), (2, "c", -3.0), (3, "d", 1.0)))
+    assert cand.mean == base.mean
+    assert _same_tokens(base, cand) == pytest.approx([0.1, 0.1])
+    assert _same_tokens(base, base) == [0.0, 0.0, 0.0]
 
 
 def finding(name: str, p: float, effect: float) -> Finding:

@@ -102,6 +102,7 @@ def test_scores_are_read_from_the_texts_tokens_only() -> None:
     assert got is not None and got.mean == pytest.approx(float(np.log(0.5 * 0.1)) / 2)
     assert got.rank == pytest.approx((0.25 + (1 - 0.2 / 2)) / 2)  # " you" is outside the listed one
     assert got.tail == pytest.approx(0.5) and TAIL == 0.9
+    assert got.tokens == ((2, " there", float(np.log(0.5))), (8, " you", float(np.log(0.1))))
     plain = _text_score({**lp, "top_logprobs": None}, start=2, end=12, top=0)
     assert plain is not None and plain.rank is None and plain.tail is None
 
