@@ -38,6 +38,7 @@ class BenchOptions:
     )
     duration: float | None = None  # or: seconds of dispatching per level
     warmup: int = 0  # unmeasured requests first
+    take_turns: bool = False  # one request at a time over all endpoints (they share a machine)
     retries: int = 0
     timeout_connect: float = 10.0  # seconds
     timeout_first_token: float = 60.0  # seconds; 0 = none
@@ -85,6 +86,11 @@ class BenchOptions:
             if self.rate is not None or self.concurrency is not None or self.input_tokens is not None:
                 raise UsageError("--replay-speed takes its load from the trace: not with --rate, "
                                  "--concurrency or --input-tokens")  # fmt: skip
+        if self.take_turns and (self.rate is not None or any(c > 1 for c in self.concurrency or (1,))):
+            raise UsageError("--take-turns sends one request at a time: not with --rate or --concurrency > 1")
+        if self.take_turns and (self.workers or self.ray or self.find_capacity is not None):
+            raise UsageError("--take-turns runs in one process at one request at a time: not with --workers, "
+                             "--ray or --find-capacity")  # fmt: skip
         if self.stream_both and (self.hedge_after is not None or self.failover is not None):
             raise UsageError(
                 "--stream both measures each endpoint twice: not with --hedge-after or --failover"

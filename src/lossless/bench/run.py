@@ -125,7 +125,7 @@ def plan(options: BenchOptions) -> BenchPlan:
         requests=requests, duration=o.duration, warmup=o.warmup,
         retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
         records_path=None if o.out_dir is None else o.out_dir / RECORDS, synthetic=synthetic,
-        policy=policy,
+        policy=policy, serial=o.take_turns,
     )  # fmt: skip
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
     settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}

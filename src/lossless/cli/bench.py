@@ -136,6 +136,11 @@ def load_flags(fn: Any) -> Any:
             help="Unmeasured requests per endpoint and level, sent first.",
         ),
         click.option(
+            "--take-turns", is_flag=True,
+            help="One request at a time over all endpoints, prompt by prompt, taking turns to go first: for "
+            "endpoints sharing one machine, which side by side would slow each other.",
+        ),
+        click.option(
             "--slo", default=None,
             help="Goodput objectives in ms, e.g. ttft=500,tpot=50,e2e=5000: the share of requests meeting "
             "every one.",

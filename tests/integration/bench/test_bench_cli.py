@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -40,6 +41,21 @@ def test_bench_json_out_dir_and_no_key_anywhere(server: ScriptedServer, tmp_path
     assert (out / "summary.csv").read_text().startswith("name,load,class,ok,failed")
     every_output = result.stdout + result.stderr + "".join(p.read_text() for p in out.iterdir())
     assert FAKE_KEY not in every_output and "sk-lossless" not in every_output
+
+
+def test_take_turns_sends_one_request_at_a_time_over_the_endpoints(tmp_path: Path) -> None:
+    with ScriptedServer() as a, ScriptedServer() as b:
+        for s in (a, b):
+            s.script({"steps": [[0.01, "content", 1]] * 4})
+        out = tmp_path / "out"
+        args = ["bench", a.url, b.url, "--model", "m", "--requests", "4", "--take-turns", "--out", str(out)]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 8 and [r["request_index"] for r in records] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert records[0]["endpoint"] != records[2]["endpoint"]  # who goes first takes turns
+    spans = sorted((r["sent_ns"], r["end_ns"]) for r in records)
+    assert all(end <= sent for (_, end), (sent, _) in itertools.pairwise(spans))
 
 
 def test_endpoints_toml_two_endpoints_compared(server: ScriptedServer, tmp_path: Path) -> None:
