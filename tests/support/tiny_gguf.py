@@ -18,8 +18,9 @@ def llama_cpp_permute(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(folder: Path, out: Path, qtype: Q = Q.F32) -> Path:
-    """The tiny HF checkpoint rewritten as llama.cpp would: GGUF names, permuted q/k, quantized matrices."""
+def write_gguf(folder: Path, out: Path, qtype: Q = Q.F32, output: Q | None = None) -> Path:
+    """The tiny HF checkpoint rewritten as llama.cpp would: GGUF names, permuted q/k, quantized matrices
+    (the embedding and output layer in ``output`` where given, as llama.cpp keeps them in Q8_0)."""
     config = json.loads((folder / "config.json").read_text())
     tok = json.loads((folder / "tokenizer.json").read_text())
     weights = load_file(str(folder / "model.safetensors"))
@@ -65,6 +66,8 @@ def write_gguf(folder: Path, out: Path, qtype: Q = Q.F32) -> Path:
             t = llama_cpp_permute(t, n_kv)
         data = t.numpy()
         kind = qtype if data.ndim == 2 else Q.F32  # llama.cpp keeps norms in F32
+        if output is not None and gguf_name in ("token_embd.weight", "output.weight"):
+            kind = output
         w.add_tensor(gguf_name, gguf.quants.quantize(data, kind), raw_dtype=kind)
     w.write_header_to_file()
     w.write_kv_data_to_file()

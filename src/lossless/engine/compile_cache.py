@@ -96,28 +96,16 @@ def _source_digest() -> str:
 
 
 def compile_aside(engine: Engine) -> float:
-    """`Engine.compile` without stopping ``engine``: a twin loaded from the same file (a second copy of
-    the weights, for the duration) makes the graphs while ``engine`` goes on serving eagerly; then,
-    between two generations, ``engine`` starts using them (`Engine.use_compiled`). Dynamo keeps graphs
-    per function, behind guards on the tensors' kinds and shapes, not on which module holds them: the
-    twin's graphs are ``engine``'s (one small graph is still made at first use, well under a second).
+    """`Engine.compile` without stopping ``engine``: its twin (the same weights, a KV cache of its own,
+    `Engine.twin`) makes the graphs while ``engine`` goes on serving eagerly; then, between two
+    generations, ``engine`` starts using them (`Engine.use_compiled`). Dynamo keeps graphs per function,
+    behind guards on the tensors' kinds and shapes, not on which module holds them: the twin's graphs are
+    ``engine``'s (one small graph is still made at first use, well under a second).
 
     Tracing is Python-heavy: with the default 5 ms switch interval the serving thread waited that long
     for the interpreter at each of its hundreds of operations per token (a 40-token answer took 31 s
     instead of 0.6). While the twin compiles, the interval is 0.1 ms. The seconds the twin took."""
-    from lossless.engine.engine import Engine
-
-    if engine.source is None:
-        raise RuntimeError("compile_aside needs an engine loaded from a file (Engine.load)")
-    twin = Engine.load(
-        engine.source,
-        dtype=engine.dtype,
-        max_context=engine.max_context,
-        float32_prompts=engine.model.prompt_model is not None,
-        int4_kernel=engine.int4_kernel[0] if engine.int4_kernel else None,
-    )
-    if engine.spec is not None:
-        twin.use_drafter(engine.spec)
+    twin = engine.twin()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-4)
     try:

@@ -25,7 +25,7 @@ from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter, check_s
 from lossless.engine.speculate.spec import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec
 from lossless.engine.speculate.speculative import Drafter, SpecStats, speculative_decode
 from lossless.engine.weights.packed import PackedLinear, pack_output
-from lossless.engine.weights.quant import kernel
+from lossless.engine.weights.quant import Q8Linear, kernel, use_q8_output
 from lossless.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
@@ -99,7 +99,12 @@ class Engine:
         self.int4_kernel = kernel(int4_kernel) if checkpoint.int4 else None  # (name, why): `quant.kernel`
         self.prompt_dtype = "float32" if self.model.prompt_model is not None else self.dtype
         self.prompt_choice = prompts  # what processes prompts and why (None for float32 weights)
-        self.packed_output = isinstance(self.model.output, PackedLinear)  # oneDNN's packed weight
+        # the output layer's own kernel: "q8" (the file's Q8_0 blocks, `quant.Q8Linear`), "packed" (oneDNN's
+        # packed bfloat16 weight, `packed.PackedLinear`) or None (torch's linear)
+        output = self.model.output
+        self.output_layer = (
+            "q8" if isinstance(output, Q8Linear) else "packed" if isinstance(output, PackedLinear) else None
+        )
         self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
         self.drafter: Drafter | None = None
         self.lock = ModelLock()  # guards the model's KV cache; shared with every `with_drafter` copy
@@ -118,6 +123,16 @@ class Engine:
         (one copy in memory). Their generations take turns; they never interleave."""
         other = copy.copy(self)  # shallow: model, tokenizer and lock are shared, the drafter is not
         other.use_drafter(spec)
+        return other
+
+    def twin(self) -> Engine:
+        """This engine on the same weights (shared, not copied) with a KV cache, drafter and lock of its
+        own, eager: `compile_cache.compile_aside` makes compiled graphs with it while this one serves."""
+        other = copy.copy(self)
+        other.model, other.lock, other.compiled = self.model.twin(), ModelLock(), False
+        other.spec, other.drafter = None, None
+        if self.spec is not None:
+            other.use_drafter(self.spec)
         return other
 
     @classmethod
@@ -309,7 +324,10 @@ def build_model(
 
         use_int4(model, checkpoint.int4, int4_kernel)
     model.setup_cache(max_context)
-    pack_output(model)  # a bfloat16 output layer on a CPU that computes bfloat16: packed once
+    # the file's Q8_0 output layer on our 8-bit kernel where the int4 layers run on ours, else a bfloat16
+    # one packed once on a CPU that computes bfloat16
+    if not use_q8_output(model, checkpoint.output_q8, int4_kernel):
+        pack_output(model)
     if model.output.weight.dtype != torch.bfloat16:
         return model.eval(), None
 

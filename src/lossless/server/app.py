@@ -161,18 +161,19 @@ def _warm_grammars(engine: Engine) -> None:
 def fingerprint(engine: Engine) -> str:
     """OpenAI's system_fingerprint names the backend configuration that produced a response; ours says
     what changes the numbers: the version, the weights' dtype (int4q8: int4 on our kernel, activations
-    in int8 as llama.cpp's, `quant.kernel`), the prompts' where it differs, whether the output layer on
-    a packed weight (`engine.weights.packed`), compiled, and the drafter (lossless-0.1.0-float32-ngram,
-    lossless-0.1.0-int4-float32prompts-compiled-none, lossless-0.1.0-int4q8-packed-compiled-dspark).
+    in int8 as llama.cpp's, `quant.kernel`), the prompts' where it differs, the output layer's kernel
+    where it is not torch's (the file's Q8_0 blocks on ours, `quant.Q8Linear`; a packed bfloat16 weight,
+    `engine.weights.packed`), compiled, and the drafter (lossless-0.1.0-float32-ngram,
+    lossless-0.1.0-int4-float32prompts-compiled-none, lossless-0.1.0-int4q8-q8output-compiled-dspark).
     A verify or bench record carries it, so two runs show whether the same thing served them."""
     from lossless import __version__
 
     drafter = engine.spec.kind if engine.spec is not None else "none"
     dtype = "int4q8" if engine.int4_kernel is not None and engine.int4_kernel[0] == "q8" else engine.dtype
     prompts = f"-{engine.prompt_dtype}prompts" if engine.prompt_dtype != engine.dtype else ""
-    packed = "-packed" if engine.packed_output else ""
+    output = {"q8": "-q8output", "packed": "-packed"}.get(engine.output_layer or "", "")
     compiled = "-compiled" if engine.compiled else ""
-    return f"lossless-{__version__}-{dtype}{prompts}{packed}{compiled}-{drafter}"
+    return f"lossless-{__version__}-{dtype}{prompts}{output}{compiled}-{drafter}"
 
 
 def _served(request: Request) -> Served:

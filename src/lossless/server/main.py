@@ -151,6 +151,12 @@ def uvicorn_server(app: RequestContext, limits: Limits = DEFAULT_LIMITS) -> uvic
     return _Server(config, app)
 
 
+OUTPUT_LAYERS = {  # Engine.output_layer -> what serves it
+    "q8": "the file's Q8_0 blocks, our 8-bit kernel (activations rounded to int8 per block of 32)",
+    "packed": "oneDNN's packed bfloat16 weight (this CPU computes bfloat16)",
+}
+
+
 def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
     dtype, reason = resolve_dtype(config.dtype, models.resolve(config.model))
     config = replace(config, dtype=dtype)
@@ -166,8 +172,8 @@ def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
         lines.append(f"lossless: int4 layers on {loaded.engine.int4_kernel[1]}")
     if loaded.engine.prompt_choice is not None:
         lines.append(f"lossless: {loaded.engine.prompt_choice}")
-    if loaded.engine.packed_output:
-        lines.append("lossless: output layer on oneDNN's packed bfloat16 weight (this CPU computes bfloat16)")
+    if loaded.engine.output_layer in OUTPUT_LAYERS:
+        lines.append(f"lossless: output layer on {OUTPUT_LAYERS[loaded.engine.output_layer]}")
     if loaded.compile_s is not None:
         lines.append(f"lossless: forward passes compiled in {loaded.compile_s:.0f} s (torch.compile)")
     background = None

@@ -13,6 +13,7 @@ import pytest
 
 from lossless.engine.engine import Delta, Engine
 from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.model.transformer import KVCache
 from lossless.engine.speculate.spec import parse_drafter_spec
 from lossless.engine.speculate.speculative import Draft
 
@@ -145,3 +146,21 @@ def test_a_generation_cancelled_while_it_waits_ends_without_running(tiny_engine:
     assert [(d.token_ids, d.finish_reason) for d in got] == [((), "cancelled")]
     assert first.lock.locked()  # the first generation was never disturbed
     stream.close()
+
+
+def test_a_twin_shares_the_weights_and_runs_beside_its_engine(tiny_engine: Engine) -> None:
+    """`Engine.twin` (what a background compile traces while the server serves): the same weight tensors,
+    a KV cache and lock of its own, so the two generate at once and each gives its serial output."""
+    tiny_engine.use_drafter(parse_drafter_spec("ngram"))
+    twin = tiny_engine.twin()
+    assert twin.model is not tiny_engine.model and twin.lock is not tiny_engine.lock
+    assert twin.drafter is not tiny_engine.drafter and twin.spec == tiny_engine.spec
+    weights = dict(tiny_engine.model.named_parameters())
+    for name, tensor in twin.model.named_parameters():
+        assert tensor is weights[name]
+    caches = {id(t) for m in tiny_engine.model.modules() if isinstance(m, KVCache) for t in (m.k, m.v)}
+    assert caches
+    for mine, theirs in zip(tiny_engine.model.buffers(), twin.model.buffers(), strict=True):
+        assert theirs.data_ptr() != mine.data_ptr() if id(mine) in caches else theirs is mine
+    serial = [ids(list(job(e, i))) for i, e in enumerate((tiny_engine, twin))]
+    assert concurrently((tiny_engine, twin)) == serial

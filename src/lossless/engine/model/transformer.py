@@ -137,6 +137,19 @@ class Transformer(nn.Module):
         twin._set_positions(self.max_seq_len)
         self.prompt_model = twin
 
+    def twin(self) -> Transformer:
+        """This model on the same weights (shared, not copied: every tensor a module holds but the KV
+        cache's) with a KV cache of its own, eager: one that may run while this one does."""
+        import copy
+
+        caches = {id(t) for m in self.modules() if isinstance(m, KVCache) for t in (m.k, m.v)}
+        held = (v for m in self.modules() for v in vars(m).values() if isinstance(v, Tensor))
+        tensors = (*self.parameters(), *self.buffers(), *held)  # and what no register saw (a packed weight)
+        memo: dict[int, object] = {id(t): t for t in tensors if id(t) not in caches}
+        twin = copy.deepcopy(self, memo)
+        twin._compiled = twin._layers
+        return twin
+
     def _set_positions(self, n: int) -> None:
         dtype, device = self.output.weight.dtype, self.output.weight.device
         self.max_seq_len = n
@@ -192,6 +205,9 @@ class Transformer(nn.Module):
         # dynamo gives up on a function after 8 graphs, shared by every model in the process (a server
         # and its draft, a benchmark's several engines): past that it would run eagerly without a word
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        # a float attribute (RMSNorm's eps) is a graph input by default, and inductor's pass that turns it
+        # back into a constant restarts the whole trace: each graph traced twice (~10 s more a start)
+        torch._dynamo.config.specialize_float = True
         self._compiled = torch.compile(self._layers, dynamic=True, options={"cpp_wrapper": True})
 
     def _layers(

@@ -79,12 +79,10 @@ class HeadDrafter:
         self._pass = torch.compile(self._head_pass, dynamic=False, options=options)
         self._children = torch.compile(self._top_children, dynamic=False, options=options)
         c, dtype = self.head.config, self.head.out_embed.dtype
-        hidden, tokens = (
-            torch.zeros(1, c.window, c.dim, dtype=dtype),
-            torch.zeros(1, c.window, dtype=torch.long),
-        )
-        valid = torch.ones(1, c.window, dtype=torch.bool)
-        with torch.inference_mode():
+        with torch.inference_mode():  # inference tensors, as `propose` makes (or dynamo compiles twice)
+            hidden = torch.zeros(1, c.window, c.dim, dtype=dtype)
+            tokens = torch.zeros(1, c.window, dtype=torch.long)
+            valid = torch.ones(1, c.window, dtype=torch.bool)
             for rows in sorted({self._rows(greedy=True), self._rows(greedy=False)}):
                 _, base = self._pass(hidden, tokens, valid, rows)
             if self.tree:

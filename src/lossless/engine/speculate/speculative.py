@@ -272,8 +272,8 @@ def _verify(
     the target's hidden states at the positions that predicted them: [n + 1, dim]."""
     k = len(draft.tokens)
     start = len(tokens) - 1  # rolling back = starting here, over whatever rejected tokens left
-    inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, k+1]
-    with torch.inference_mode():
+    with torch.inference_mode():  # inference tensors in, as every forward has (or dynamo compiles twice)
+        inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, k+1]
         hidden = model(inp, torch.arange(start, start + k + 1), return_hidden=True)[0]  # [k+1, dim]
         logits = model.output(hidden)  # [k+1, V]
     consumed = 0
@@ -307,17 +307,17 @@ def _verify_tree(
     path's cache entries into place -> the emitted tokens and the hidden states that predicted them."""
     assert draft.parents is not None
     n_nodes, start = len(draft.tokens), len(tokens) - 1
-    # ancestors-or-self among [pending, nodes]; row 0 is the pending token, node i is row i + 1
-    tree = torch.zeros(n_nodes + 1, n_nodes + 1, dtype=torch.bool)
-    tree[:, 0] = True
     children: list[list[int]] = [[] for _ in range(n_nodes + 1)]  # rows, in the draft's order
-    for i, parent in enumerate(draft.parents):
-        assert -1 <= parent < i, "a tree lists parents first"
-        tree[i + 1] = tree[parent + 1]
-        tree[i + 1, i + 1] = True
-        children[parent + 1].append(i + 1)
-    inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, n + 1]
-    with torch.inference_mode():
+    with torch.inference_mode():  # inference tensors in, as every forward has (or dynamo compiles twice)
+        # ancestors-or-self among [pending, nodes]; row 0 is the pending token, node i is row i + 1
+        tree = torch.zeros(n_nodes + 1, n_nodes + 1, dtype=torch.bool)
+        tree[:, 0] = True
+        for i, parent in enumerate(draft.parents):
+            assert -1 <= parent < i, "a tree lists parents first"
+            tree[i + 1] = tree[parent + 1]
+            tree[i + 1, i + 1] = True
+            children[parent + 1].append(i + 1)
+        inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, n + 1]
         hidden = model(inp, torch.arange(start, start + n_nodes + 1), return_hidden=True, tree=tree)[0]
         logits = model.output(hidden)  # [n + 1, V]
     # ties: the lowest id, as `warp` has it; under a grammar each row is masked as the walk reaches it

@@ -105,7 +105,8 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32, int4: bool = False
     weights = to_our_layout(hf, args, dtype, path.name)
     tokenizer = _tokenizer(meta, path)
     blocks = _int4_layers(reader, args) if int4 else {}
-    return Checkpoint(args, weights, tokenizer, path.stem, blocks)
+    output = _q8_output(reader, args) if int4 else None
+    return Checkpoint(args, weights, tokenizer, path.stem, blocks, output)
 
 
 def _metadata(reader: Any) -> dict[str, Any]:
@@ -242,6 +243,25 @@ def _int4_layers(reader: Any, args: ModelArgs) -> dict[str, Int4Weight]:
             if all(n in found for n in names) and sum(found[n].codes.shape[0] for n in names) % ROWS == 0:
                 out[f"layers.{layer}.{ours}"] = Int4Weight.cat([found[n] for n in names])
     return out
+
+
+def _q8_output(reader: Any, args: ModelArgs) -> tuple[Tensor, Tensor] | None:
+    """The output layer's blocks where it is stored as Q8_0 (the embedding's, where the two are tied) ->
+    (codes [N, K] int8, d [N, K / 32] float32), else None."""
+    name = "token_embd.weight" if args.tie_embeddings else "output.weight"
+    found = next((t for t in reader.tensors if t.name == name), None)
+    if found is None or found.tensor_type.name != "Q8_0":
+        return None
+    cols, rows = (int(d) for d in found.shape.tolist())
+    return q8_weight(np.asarray(found.data, dtype=np.uint8).reshape(-1, QUANTS["Q8_0"][0]), (rows, cols))
+
+
+def q8_weight(blocks: np.ndarray, shape: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """Raw Q8_0 blocks ([N * K / 32, 34] uint8) of a tensor of ``shape`` [N, K] -> (codes [N, K] int8, d
+    [N, K / 32] float32): the weight d * q."""
+    rows, cols = shape
+    codes = blocks[:, 2:34].copy().view(np.int8).reshape(rows, cols)
+    return torch.from_numpy(codes), torch.from_numpy(_f16(blocks, 0).reshape(rows, cols // BLOCK))
 
 
 _END_OF_TURN = frozenset({"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"})

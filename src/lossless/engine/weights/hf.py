@@ -32,6 +32,8 @@ class Checkpoint:
     # the file's own 4-bit blocks of the linear layers stored as Q4_0 / Q4_1, by our module name
     # (``layers.0.attention.wqkv``); filled only when the loader is asked for them
     int4: dict[str, Int4Weight] = field(default_factory=dict)
+    # the output layer's own Q8_0 blocks (codes [N, K] int8, d [N, K / 32]), read with the 4-bit ones
+    output_q8: tuple[Tensor, Tensor] | None = None
 
 
 def load_hf(path: Path, dtype: torch.dtype = torch.float32) -> Checkpoint:

@@ -94,6 +94,35 @@ void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, 
   }
   for (int r = 0; r < MR; r++) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
+
+// The same for 8-bit codes (Q8_0 weights, offset by 128 so that vpdpbusd reads them unsigned): a block of
+// 32 columns is 8 chunks of 64 bytes, chunk j row r's 4 bytes the columns 4j..4j+3
+template <int MR>
+void group8(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, const float* scales,
+            float* out, int64_t ldo) {
+  const int64_t blocks = k / kBlock;
+  __m512 acc[MR];
+  for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; b++) {
+    __m512i dot[MR];
+    for (int r = 0; r < MR; r++) dot[r] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j++) {
+      const __m512i w = _mm512_loadu_si512(codes + b * 2 * kBytes + j * 64);
+      for (int r = 0; r < MR; r++) {
+        int32_t x;
+        std::memcpy(&x, a.q.data() + (row0 + r) * k + b * kBlock + 4 * j, 4);
+        dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_set1_epi32(x));
+      }
+    }
+    const __m512 d = _mm512_loadu_ps(scales + b * 2 * kRows), m = _mm512_loadu_ps(scales + b * 2 * kRows + kRows);
+    for (int r = 0; r < MR; r++) {
+      const int64_t i = (row0 + r) * blocks + b;
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.d[i])), acc[r]);
+      acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(a.s[i]), acc[r]);
+    }
+  }
+  for (int r = 0; r < MR; r++) _mm512_storeu_ps(out + r * ldo, acc[r]);
+}
 #else
 // The same on AVX2 without VNNI, llama.cpp's way: vpmaddubsw adds two code x activation products into
 // 16 bits (at most 2 * 15 * 127, no saturation), vpmaddwd with ones adds two of those into 32; each
@@ -138,22 +167,32 @@ void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, 
 }
 #endif
 
-template <int MR>
+template <int MR, int BITS>
 void rows(const Activations& a, int64_t row0, int64_t k, int64_t groups, const uint8_t* codes,
           const float* scales, float* out, int64_t n) {
-  const int64_t blocks = k / kBlock;
+  const int64_t blocks = k / kBlock, bytes = kBytes * BITS / 4;
   at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; g++) {
-      group<MR>(a, row0, k, codes + g * blocks * kBytes, scales + g * blocks * 2 * kRows,
-                out + row0 * n + g * kRows, n);
+      const uint8_t* c = codes + g * blocks * bytes;
+      const float* s = scales + g * blocks * 2 * kRows;
+      float* o = out + row0 * n + g * kRows;
+#if defined(__AVX512VNNI__)
+      if constexpr (BITS == 8) {
+        group8<MR>(a, row0, k, c, s, o, n);
+        continue;
+      }
+#endif
+      group<MR>(a, row0, k, c, s, o, n);
     }
   });
 }
 
-at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
-  TORCH_CHECK(x.dim() == 2 && codes.dim() == 3 && scales.dim() == 4, "q4_linear: x [M, K], codes [G, B, 256], scales [G, B, 2, 16]");
+template <int BITS>
+at::Tensor linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
+  const int64_t bytes = kBytes * BITS / 4;
+  TORCH_CHECK(x.dim() == 2 && codes.dim() == 3 && scales.dim() == 4, "q4_linear: x [M, K], codes [G, B, 256 or 512], scales [G, B, 2, 16]");
   TORCH_CHECK(codes.scalar_type() == at::kByte && scales.scalar_type() == at::kFloat, "q4_linear: uint8 codes, float32 scales");
-  TORCH_CHECK(codes.size(2) == kBytes && codes.is_contiguous() && scales.is_contiguous(), "q4_linear: packed weights expected");
+  TORCH_CHECK(codes.size(2) == bytes && codes.is_contiguous() && scales.is_contiguous(), "q4_linear: packed weights expected");
   const int64_t m = x.size(0), k = x.size(1), groups = codes.size(0), n = groups * kRows;
   TORCH_CHECK(k == codes.size(1) * kBlock, "q4_linear: x has ", k, " columns, the weights ", codes.size(1) * kBlock);
   const at::Tensor xc = x.contiguous();
@@ -170,10 +209,10 @@ at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Ten
   float* o = out.data_ptr<float>();
   for (int64_t row0 = 0; row0 < m; row0 += 4) {  // the weights are read once per 4 activation rows
     switch (std::min<int64_t>(4, m - row0)) {
-      case 1: rows<1>(a, row0, k, groups, c, s, o, n); break;
-      case 2: rows<2>(a, row0, k, groups, c, s, o, n); break;
-      case 3: rows<3>(a, row0, k, groups, c, s, o, n); break;
-      default: rows<4>(a, row0, k, groups, c, s, o, n); break;
+      case 1: rows<1, BITS>(a, row0, k, groups, c, s, o, n); break;
+      case 2: rows<2, BITS>(a, row0, k, groups, c, s, o, n); break;
+      case 3: rows<3, BITS>(a, row0, k, groups, c, s, o, n); break;
+      default: rows<4, BITS>(a, row0, k, groups, c, s, o, n); break;
     }
   }
   return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
@@ -181,6 +220,17 @@ at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Ten
 
 }  // namespace
 
-// Q4_OP names the build (q4_linear_avx512, q4_linear_avx2): both may be loaded in one process
-TORCH_LIBRARY_FRAGMENT(lossless, m) { m.def(Q4_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor"); }
-TORCH_LIBRARY_IMPL(lossless, CPU, m) { m.impl(Q4_OP, q4_linear); }
+// Q4_OP names the build (q4_linear_avx512, q4_linear_avx2): both may be loaded in one process. The 8-bit
+// product (q8_linear_avx512) is built on AVX-512 VNNI only: AVX2's vpmaddubsw would saturate on 8-bit codes
+TORCH_LIBRARY_FRAGMENT(lossless, m) {
+  m.def(Q4_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
+#if defined(__AVX512VNNI__)
+  m.def(Q8_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
+#endif
+}
+TORCH_LIBRARY_IMPL(lossless, CPU, m) {
+  m.impl(Q4_OP, linear<4>);
+#if defined(__AVX512VNNI__)
+  m.impl(Q8_OP, linear<8>);
+#endif
+}

@@ -76,10 +76,27 @@ def pack(codes: Tensor, scale: Tensor, offset: Tensor) -> tuple[Tensor, Tensor]:
     return packed, scales
 
 
+def pack8(codes: Tensor, scale: Tensor, offset: Tensor) -> tuple[Tensor, Tensor]:
+    """The same for 8-bit codes (0..255): -> (codes [N / 16, K / 32, 512] uint8, scales as `pack`); byte
+    (g, b, j, r, t) holds column 32 b + 4 j + t of row 16 g + r."""
+    n, k = codes.shape
+    groups, blocks = n // ROWS, k // 32
+    c = codes.to(torch.uint8).view(groups, ROWS, blocks, 8, 4).permute(0, 2, 3, 1, 4)
+    both = torch.stack([scale.float(), offset.float()], dim=-1)  # [N, K / 32, 2]
+    scales = both.view(groups, ROWS, blocks, 2).permute(0, 2, 3, 1).contiguous()
+    return c.reshape(groups, blocks, 8 * 64).contiguous(), scales
+
+
 def q4_linear(x: Tensor, codes: Tensor, scales: Tensor, isa: str | None = None) -> Tensor:
     """x [M, K] (bfloat16 or float32) times the packed weights -> [M, N] in x's dtype, by the kernel
     built for ``isa`` (None: `best`), which must be loaded (`load`)."""
     return op(isa)(x, codes, scales)
+
+
+def q8_linear(x: Tensor, codes: Tensor, scales: Tensor) -> Tensor:
+    """x [M, K] times 8-bit weights packed by `pack8` -> [M, N] in x's dtype, on AVX-512 VNNI only (AVX2's
+    vpmaddubsw would saturate on 8-bit codes): the AVX-512 build must be loaded (`load`)."""
+    return torch.ops.lossless.q8_linear_avx512(x, codes, scales)
 
 
 def op(isa: str | None = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
@@ -99,6 +116,8 @@ def load(isa: str) -> str | None:
         return f"building it failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     torch.ops.load_library(str(library))
     torch.library.register_fake(f"lossless::q4_linear_{isa}")(_shape)
+    if isa == "avx512":
+        torch.library.register_fake(f"lossless::q8_linear_{isa}")(_shape)
     return None
 
 
@@ -109,7 +128,7 @@ def _shape(x: Tensor, codes: Tensor, scales: Tensor) -> Tensor:
 def _build(compiler: str, isa: str) -> Path:
     from lossless.models import home
 
-    flags = [*COMMON, *ISAS[isa][1], f'-DQ4_OP="q4_linear_{isa}"']
+    flags = [*COMMON, *ISAS[isa][1], f'-DQ4_OP="q4_linear_{isa}"', f'-DQ8_OP="q8_linear_{isa}"']
     key = hashlib.sha256(
         b"\0".join([SOURCE.read_bytes(), torch.__version__.encode(), " ".join(flags).encode()])
     )

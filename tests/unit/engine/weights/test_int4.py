@@ -29,7 +29,7 @@ from lossless.engine.speculate.head_drafter import HeadDrafter
 from lossless.engine.speculate.spec import parse_drafter_spec
 from lossless.engine.weights import q4_kernel
 from lossless.engine.weights.gguf import dequantize, q4_weight
-from lossless.engine.weights.quant import Int4Linear, Int4Weight, use_int4
+from lossless.engine.weights.quant import Int4Linear, Int4Weight, Q8Linear, use_int4
 from lossless.errors import UsageError
 
 Q = gguf.GGMLQuantizationType
@@ -104,6 +104,30 @@ def test_int4_engine_serves_the_files_blocks(q4_gguf: Path) -> None:
         want = dense.model(torch.tensor([ids]), torch.arange(len(ids)))[0]
     # bfloat16 activations against float32 ones over the same weights: close, not equal
     assert (got - want).abs().max() < 0.1 * want.abs().max()
+
+
+def test_a_q8_0_output_layer_runs_on_the_files_blocks_beside_int4_ones(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """A GGUF with Q4 layers and a Q8_0 output layer (as llama.cpp writes SmolLM2's): int4 on our kernel
+    serves the output layer from the file's 8-bit blocks where the 8-bit kernel is built, and says so;
+    on torch's int4 kernel, or read as dense weights, the layer stays what it was."""
+    path = write_gguf(tiny_checkpoint, tmp_path / "tiny-q4_1-q8_0.gguf", Q.Q4_1, output=Q.Q8_0)
+    ours = Engine.load(path, dtype="int4", int4_kernel="auto")
+    ours_here = ours.int4_kernel is not None and ours.int4_kernel[0] == "q8" and q4_kernel.best() == "avx512"
+    assert (ours.output_layer == "q8") == ours_here
+    assert Engine.load(path, dtype="int4", int4_kernel="torch").output_layer != "q8"
+    assert Engine.load(path, dtype="float32").output_layer is None
+    if not ours_here:
+        pytest.skip("the 8-bit kernel is built for AVX-512 VNNI only")
+    dense = Engine.load(path, dtype="float32")  # the same Q8_0 weights, dequantized
+    ids = ours.encode("Hello, world! How are you today?")
+    with torch.inference_mode():
+        hidden = ours.model(torch.tensor([ids]), torch.arange(len(ids)), return_hidden=True)[0]
+        got = ours.model.output(hidden).float()
+        want = hidden.float() @ dense.model.output.weight.T
+    assert isinstance(ours.model.output, Q8Linear)
+    assert (got - want).abs().max() < 0.02 * want.abs().max()  # int8 activations, the same weights
 
 
 def test_int4_needs_q4_blocks(tiny_checkpoint: Path, tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ import torch
 
 from lossless.engine import cpu
 from lossless.engine.weights import q4_kernel
-from lossless.engine.weights.gguf import q4_weight
-from lossless.engine.weights.quant import Int4Linear, Int4Weight, kernel
+from lossless.engine.weights.gguf import q4_weight, q8_weight
+from lossless.engine.weights.quant import Int4Linear, Int4Weight, Q8Linear, kernel
 from lossless.errors import UsageError
 
 Q = gguf.GGMLQuantizationType
@@ -33,16 +33,17 @@ def file_weight(kind: Q, rows: int, cols: int, seed: int = 0) -> Int4Weight:
     return q4_weight(kind.name, raw, (rows, cols))
 
 
-def q8_product(x: torch.Tensor, weight: Int4Weight) -> torch.Tensor:
+def q8_product(x: torch.Tensor, weight: Int4Weight | torch.Tensor) -> torch.Tensor:
     """The product the kernel means, in float64: each block of 32 activations rounded to int8 as the
     kernel rounds them (scale amax / 127, codes x * (1 / scale) to nearest, ties to even, in float32),
-    times the file's weights."""
+    times the file's weights (dense float64, or an Int4Weight's)."""
     m, k = x.shape
     blocks = x.float().view(m, k // 32, 32)
     scale = blocks.abs().amax(-1, keepdim=True) / 127
     inverse = torch.where(scale > 0, 1 / scale, torch.zeros_like(scale))
     codes = (blocks * inverse).round()
-    return (codes.double() * scale.double()).view(m, k) @ weight.dense(torch.float64, "q8").T
+    dense = weight.dense(torch.float64, "q8") if isinstance(weight, Int4Weight) else weight
+    return (codes.double() * scale.double()).view(m, k) @ dense.T
 
 
 @pytest.mark.parametrize("isa", BUILT)
@@ -68,6 +69,25 @@ def test_the_kernel_is_llama_cpps_product_to_float32_rounding(kind: Q, rows: int
     # and near the exact product: int8 activations cost about half a percent
     exact = x.double() @ weight.dense(torch.float64, "q8").T
     assert float((got.double() - exact).norm() / exact.norm()) < 0.02
+
+
+@pytest.mark.skipif("avx512" not in BUILT, reason="the 8-bit kernel is built for AVX-512 VNNI only")
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9])
+def test_the_8bit_kernel_is_llama_cpps_q8_0_product(rows: int) -> None:
+    """The output layer on a file's Q8_0 blocks (`Q8Linear`): the same product for 8-bit codes, the
+    file's weights d * q exactly, 50 output rows (not a multiple of the kernel's 16)."""
+    values = np.random.default_rng(rows).normal(0, 0.3, (50, 96)).astype(np.float32)
+    raw = gguf.quants.quantize(values, Q.Q8_0).reshape(-1, gguf.GGML_QUANT_SIZES[Q.Q8_0][1])
+    codes, d = q8_weight(raw, (50, 96))
+    exact = (codes.double().view(50, 3, 32) * d.double()[..., None]).view(50, 96)
+    layer = Q8Linear(exact.to(torch.bfloat16), codes, d)
+    x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
+    x[0, 32:64] = 0  # an all-zero block
+    want = q8_product(x, exact)
+    got = layer(x)
+    assert got.dtype == torch.float32 and got.shape == (rows, 50)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+    assert float((got.double() - x.double() @ exact.T).norm() / want.norm()) < 0.02  # int8 activations
 
 
 @pytest.mark.skipif(len(BUILT) < 2, reason="one instruction set here: nothing to compare")
