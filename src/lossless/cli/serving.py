@@ -41,7 +41,7 @@ def models() -> None:
     "compile_",
     is_flag=True,
     help="Also compile what `lossless serve` serves by default into $LOSSLESS_HOME/compiled (minutes on "
-    "a small CPU, once): the server then swaps compiled graphs in within a minute of starting.",
+    "a small CPU, once): the server then swaps compiled graphs in within seconds of starting.",
 )
 @friendly_errors
 def models_pull(name: str | None, compile_: bool) -> None:
