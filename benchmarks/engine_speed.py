@@ -13,7 +13,9 @@ row's ratio to vLLM (the same way) is a column of its own. The load average is p
     lossless (ours): float32 | bfloat16 | int4 (the GGUF's Q4 blocks; on our kernel with int8 activations
                      where the CPU has AVX-512 VNNI or AVX2, else or if asked torch's with bfloat16), eager or
                      compiled (torch.compile; its start-up cost is printed), plainly or speculatively;
-                     bfloat16 and int4 process prompts in float32 where the engine finds that faster
+                     bfloat16 and int4 process prompts in float32 where the engine finds that faster;
+                     int4's output layer on the file's Q8_0 blocks (our 8-bit kernel, AVX-512 VNNI), or
+                     in the "bf16-output" rows on the dense bfloat16 weight, as before that kernel
     llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain
     vLLM:            vLLM's CPU server (`make vllm`'s .venv-vllm, or $LOSSLESS_VLLM_PYTHON) on the file
                      dequantized to a Hugging Face folder, in bfloat16, prefix caching off, its OpenMP
@@ -51,22 +53,29 @@ from lossless.engine.cpu import native_bfloat16
 from lossless.engine.engine import Engine
 from lossless.engine.model.sampling import SamplingParams
 from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.weights.packed import pack_output
+from lossless.engine.weights.quant import Q8Linear
 from lossless.models import resolve
 
 Run = Callable[[list[int], int], None]  # (prompt ids, tokens to make)
 SETTLE_S = 1.0  # a pause after each engine's runs, before the next engine's
-# row name -> (dtype, compiled, drafter spec, int4 kernel); "llama.cpp" is the reference
+# row name -> (dtype, compiled, drafter spec, int4 kernel, output layer); "llama.cpp" is the reference.
+# The output layer: "auto" as the engine chooses (the file's Q8_0 blocks on our 8-bit kernel where it runs),
+# "bfloat16" the dense bfloat16 weight (oneDNN-packed where it can be), as before that kernel
 ROWS = {
-    "float32": ("float32", False, "none", "auto"),
-    "bfloat16": ("bfloat16", False, "none", "auto"),
-    "int4": ("int4", False, "none", "auto"),
-    "int4 + ngram": ("int4", False, "ngram", "auto"),
-    "int4 + dspark": ("int4", False, "dspark", "auto"),
-    "int4 compiled": ("int4", True, "none", "auto"),
-    "int4 compiled + ngram": ("int4", True, "ngram", "auto"),
-    "int4 compiled + dspark": ("int4", True, "dspark", "auto"),
-    "int4 torch-kernel compiled": ("int4", True, "none", "torch"),
-    "int4 torch-kernel compiled + dspark": ("int4", True, "dspark", "torch"),
+    "float32": ("float32", False, "none", "auto", "auto"),
+    "bfloat16": ("bfloat16", False, "none", "auto", "auto"),
+    "int4": ("int4", False, "none", "auto", "auto"),
+    "int4 bf16-output": ("int4", False, "none", "auto", "bfloat16"),
+    "int4 + ngram": ("int4", False, "ngram", "auto", "auto"),
+    "int4 + dspark": ("int4", False, "dspark", "auto", "auto"),
+    "int4 compiled": ("int4", True, "none", "auto", "auto"),
+    "int4 compiled bf16-output": ("int4", True, "none", "auto", "bfloat16"),
+    "int4 compiled + ngram": ("int4", True, "ngram", "auto", "auto"),
+    "int4 compiled + dspark": ("int4", True, "dspark", "auto", "auto"),
+    "int4 compiled + dspark bf16-output": ("int4", True, "dspark", "auto", "bfloat16"),
+    "int4 torch-kernel compiled": ("int4", True, "none", "torch", "auto"),
+    "int4 torch-kernel compiled + dspark": ("int4", True, "dspark", "torch", "auto"),
 }
 
 
@@ -80,8 +89,11 @@ def default(path: Path, context: int) -> Run:
     return _runner(engine)
 
 
-def ours(path: Path, dtype: str, compiled: bool, spec: str, kernel: str, context: int) -> Run:
+def ours(path: Path, dtype: str, compiled: bool, spec: str, kernel: str, output: str, context: int) -> Run:
     engine = Engine.load(path, dtype=dtype, max_context=context, int4_kernel=kernel)
+    if output == "bfloat16":
+        bfloat16_output(engine)
+    print(f"  {dtype} {spec}: output layer {engine.output_layer or 'dense'}", file=sys.stderr)
     if engine.int4_kernel is not None:
         print(f"  {dtype} {spec}: int4 layers on {engine.int4_kernel[1]}", file=sys.stderr)
     if spec != "none":
@@ -89,6 +101,17 @@ def ours(path: Path, dtype: str, compiled: bool, spec: str, kernel: str, context
     if compiled:  # as `serve --compile` does: the target's graphs, and a draft head's pass
         print(f"  {dtype} {spec}: compiled in {engine.compile():.1f} s", file=sys.stderr)
     return _runner(engine)
+
+
+def bfloat16_output(engine: Engine) -> None:
+    """The output layer back on the dense bfloat16 weight (oneDNN-packed where it can be), as it ran before
+    the file's Q8_0 blocks served it: the same model but for that layer's numerics and speed."""
+    layer = engine.model.output
+    if isinstance(layer, Q8Linear):
+        dense = torch.nn.Linear(layer.in_features, layer.out_features, bias=False)
+        dense.weight = layer.weight
+        engine.model.output = dense
+        engine.output_layer = "packed" if pack_output(engine.model) else None
 
 
 def _runner(engine: Engine) -> Run:

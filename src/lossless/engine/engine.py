@@ -99,12 +99,8 @@ class Engine:
         self.int4_kernel = kernel(int4_kernel) if checkpoint.int4 else None  # (name, why): `quant.kernel`
         self.prompt_dtype = "float32" if self.model.prompt_model is not None else self.dtype
         self.prompt_choice = prompts  # what processes prompts and why (None for float32 weights)
-        # the output layer's own kernel: "q8" (the file's Q8_0 blocks, `quant.Q8Linear`), "packed" (oneDNN's
-        # packed bfloat16 weight, `packed.PackedLinear`) or None (torch's linear)
-        output = self.model.output
-        self.output_layer = (
-            "q8" if isinstance(output, Q8Linear) else "packed" if isinstance(output, PackedLinear) else None
-        )
+        # the output layer's kernel: the file's Q8_0 blocks on ours, oneDNN's packed bfloat16, or torch's
+        self.output_layer = {Q8Linear: "q8", PackedLinear: "packed"}.get(type(self.model.output))
         self.spec: DrafterSpec | None = None  # speculative decoding when a drafter is set
         self.drafter: Drafter | None = None
         self.lock = ModelLock()  # guards the model's KV cache; shared with every `with_drafter` copy
@@ -324,10 +320,8 @@ def build_model(
 
         use_int4(model, checkpoint.int4, int4_kernel)
     model.setup_cache(max_context)
-    # the file's Q8_0 output layer on our 8-bit kernel where the int4 layers run on ours, else a bfloat16
-    # one packed once on a CPU that computes bfloat16
-    if not use_q8_output(model, checkpoint.output_q8, int4_kernel):
-        pack_output(model)
+    if not use_q8_output(model, checkpoint.output_q8, int4_kernel):  # the file's Q8_0 blocks on our kernel
+        pack_output(model)  # else a bfloat16 output layer on a CPU that computes bfloat16: packed once
     if model.output.weight.dtype != torch.bfloat16:
         return model.eval(), None
 

@@ -7,6 +7,9 @@
 // columns, codes[g][b] holds 4 chunks of 64 bytes; in chunk j, row r's 4 bytes t = 0..3 hold column
 // 4j + t in the low nibble and column 16 + 4j + t in the high one. One vpdpbusd then adds 4 columns
 // of 16 rows. scales[g][b] holds the 16 rows' d, then their m (a weight is d * code + m).
+//
+// The AVX-512 build also has the same product for 8-bit codes (lossless::q8_linear_avx512, Q8_0 weights
+// offset by 128: q4_kernel.pack8), which the output layer uses (quant.Q8Linear).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>

@@ -7,7 +7,8 @@ int32, 64 per AVX-512 VNNI instruction, then scales each block's sum by the two 
 that product, with 16 weight rows interleaved per 32-bit lane so one instruction serves 16 rows without
 a horizontal sum; on a CPU without AVX-512 VNNI the same in AVX2, as llama.cpp does there. It changes
 the numerics: activations carry 8 bits per block, not bfloat16's per value (~0.5% relative error on a
-product, as llama.cpp's), and `Engine` says so wherever it says int4.
+product, as llama.cpp's), and `Engine` says so wherever it says int4. The AVX-512 build also multiplies
+8-bit codes (`pack8`, `q8_linear`: a Q8_0 output layer, `quant.Q8Linear`).
 
 The C++ file is compiled once per machine and instruction set with the system's C++ compiler (the one
 torch.compile already needs) against torch's headers, into ``$LOSSLESS_HOME/kernels`` (written whole,
