@@ -162,10 +162,11 @@ class Q8Linear(nn.Module):
     weight d * q) by our 8-bit kernel: the activations rounded to int8 per block of 32, int8 times int8
     summed in int32, as llama.cpp computes its Q8_0 output layer. x [..., K] (bfloat16) -> [..., N].
 
-    SmolLM2's output layer (49152 x 576, tied to the embedding) on 2 AVX-512 VNNI cores: 0.60 ms a token
-    against 1.11 for oneDNN's packed bfloat16 weight, 0.47 against 0.94 for four rows (half the bytes
-    read). The weights are the file's exactly (bfloat16 rounds d * q to 8 bits of mantissa); the int8
-    activations move a logit by ~0.6% of the largest, bfloat16's weights by ~0.3%."""
+    SmolLM2's output layer (49152 x 576, tied to the embedding) on 2 AVX-512 VNNI cores: 0.60-0.78 ms a
+    token against 1.11-1.39 for oneDNN's packed bfloat16 weight, 0.47-0.82 against 0.94-1.36 for four rows
+    (half the bytes read; `benchmarks/output_layer.py`). The weights are the file's exactly (bfloat16
+    rounds d * q to 8 bits of mantissa); the int8 activations move a logit by ~0.6% of the largest,
+    bfloat16's weights by ~0.3%."""
 
     def __init__(self, weight: Tensor, codes: Tensor, scale: Tensor) -> None:
         super().__init__()
