@@ -64,7 +64,7 @@ def _load_model(config: ServeOptions) -> LoadedModel:
 
 def prepare_compiled(model: str | None) -> tuple[Path, float | None]:
     """``lossless models pull --compile``: compile what ``lossless serve --model MODEL`` serves by default
-    into its cache folder, so that the server's first start swaps compiled graphs in within seconds (22 s
+    into its cache folder, so that the server's first start swaps compiled graphs in within seconds (22-24 s
     after launch on 2 cores). The folder, and the seconds it took (None: the folder was complete already)."""
     loaded = load_model(ServeOptions(model=model, compile="off"))
     cache = engine_cache(loaded.engine)
