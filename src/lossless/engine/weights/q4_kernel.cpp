@@ -68,53 +68,34 @@ inline Words words(const Activations& a, int64_t row, int64_t k, int64_t b, int 
 }
 
 #if defined(__AVX512VNNI__)
-// MR activation rows (one to four) against one group of 16 weight rows -> out[r * ldo + 0..15]
-template <int MR>
+// MR activation rows (one to four) against one group of 16 weight rows -> out[r * ldo + 0..15]. BITS 8: the
+// same for 8-bit codes (Q8_0 weights, offset by 128 so that vpdpbusd reads them unsigned), a block of 32
+// columns in 8 chunks of 64 bytes, chunk j row r's 4 bytes the columns 4j..4j+3
+template <int MR, int BITS>
 void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, const float* scales,
            float* out, int64_t ldo) {
-  const int64_t blocks = k / kBlock;
+  const int64_t blocks = k / kBlock, bytes = kBytes * BITS / 4;
   const __m512i low = _mm512_set1_epi8(0x0F);
   __m512 acc[MR];
   for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; b++) {
     __m512i dot[MR];
     for (int r = 0; r < MR; r++) dot[r] = _mm512_setzero_si512();
-    for (int j = 0; j < 4; j++) {
-      const __m512i w = _mm512_loadu_si512(codes + b * kBytes + j * 64);
-      const __m512i lo = _mm512_and_si512(w, low), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
-      for (int r = 0; r < MR; r++) {
-        const Words x = words(a, row0 + r, k, b, j);
-        dot[r] = _mm512_dpbusd_epi32(dot[r], lo, _mm512_set1_epi32(x.low));
-        dot[r] = _mm512_dpbusd_epi32(dot[r], hi, _mm512_set1_epi32(x.high));
-      }
-    }
-    const __m512 d = _mm512_loadu_ps(scales + b * 2 * kRows), m = _mm512_loadu_ps(scales + b * 2 * kRows + kRows);
-    for (int r = 0; r < MR; r++) {
-      const int64_t i = (row0 + r) * blocks + b;
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.d[i])), acc[r]);
-      acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(a.s[i]), acc[r]);
-    }
-  }
-  for (int r = 0; r < MR; r++) _mm512_storeu_ps(out + r * ldo, acc[r]);
-}
-
-// The same for 8-bit codes (Q8_0 weights, offset by 128 so that vpdpbusd reads them unsigned): a block of
-// 32 columns is 8 chunks of 64 bytes, chunk j row r's 4 bytes the columns 4j..4j+3
-template <int MR>
-void group8(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, const float* scales,
-            float* out, int64_t ldo) {
-  const int64_t blocks = k / kBlock;
-  __m512 acc[MR];
-  for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; b++) {
-    __m512i dot[MR];
-    for (int r = 0; r < MR; r++) dot[r] = _mm512_setzero_si512();
-    for (int j = 0; j < 8; j++) {
-      const __m512i w = _mm512_loadu_si512(codes + b * 2 * kBytes + j * 64);
-      for (int r = 0; r < MR; r++) {
-        int32_t x;
-        std::memcpy(&x, a.q.data() + (row0 + r) * k + b * kBlock + 4 * j, 4);
-        dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_set1_epi32(x));
+    for (int j = 0; j < BITS; j++) {  // 64-byte chunks a block: 4 of nibble pairs, or 8 of bytes
+      const __m512i w = _mm512_loadu_si512(codes + b * bytes + j * 64);
+      if constexpr (BITS == 4) {
+        const __m512i lo = _mm512_and_si512(w, low), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+        for (int r = 0; r < MR; r++) {
+          const Words x = words(a, row0 + r, k, b, j);
+          dot[r] = _mm512_dpbusd_epi32(dot[r], lo, _mm512_set1_epi32(x.low));
+          dot[r] = _mm512_dpbusd_epi32(dot[r], hi, _mm512_set1_epi32(x.high));
+        }
+      } else {
+        for (int r = 0; r < MR; r++) {
+          int32_t x;
+          std::memcpy(&x, a.q.data() + (row0 + r) * k + b * kBlock + 4 * j, 4);
+          dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_set1_epi32(x));
+        }
       }
     }
     const __m512 d = _mm512_loadu_ps(scales + b * 2 * kRows), m = _mm512_loadu_ps(scales + b * 2 * kRows + kRows);
@@ -130,9 +111,10 @@ void group8(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes,
 // The same on AVX2 without VNNI, llama.cpp's way: vpmaddubsw adds two code x activation products into
 // 16 bits (at most 2 * 15 * 127, no saturation), vpmaddwd with ones adds two of those into 32; each
 // 64-byte chunk is two halves of 8 rows.
-template <int MR>
+template <int MR, int BITS>
 void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, const float* scales,
            float* out, int64_t ldo) {
+  static_assert(BITS == 4, "8-bit codes need AVX-512 VNNI");
   const int64_t blocks = k / kBlock;
   const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 acc[MR][2];
@@ -178,14 +160,7 @@ void rows(const Activations& a, int64_t row0, int64_t k, int64_t groups, const u
     for (int64_t g = g0; g < g1; g++) {
       const uint8_t* c = codes + g * blocks * bytes;
       const float* s = scales + g * blocks * 2 * kRows;
-      float* o = out + row0 * n + g * kRows;
-#if defined(__AVX512VNNI__)
-      if constexpr (BITS == 8) {
-        group8<MR>(a, row0, k, c, s, o, n);
-        continue;
-      }
-#endif
-      group<MR>(a, row0, k, c, s, o, n);
+      group<MR, BITS>(a, row0, k, c, s, out + row0 * n + g * kRows, n);
     }
   });
 }
