@@ -111,6 +111,19 @@ def _budgets() -> str:
     "completions can score a text token by token (teacher forcing) where the server echoes "
     "log-probabilities; the others compare sampled answers alone.",
 )  # fmt: skip
+@click.option(
+    "--tolerance", default=V.tolerance, show_default=True, metavar="NATS",
+    type=click.FloatRange(0, min_open=True),
+    help="The largest log-probability distance still called the same model: the same tokens scored by "
+    "both, nats a token apart on average, beyond the baseline's own. Above it (at 1%) is different; below "
+    "it (at 5%) is part of equivalent. Servers of the same weights measured 0.04-0.06 apart, requantizations "
+    "0.23 or more.",
+)  # fmt: skip
+@click.option(
+    "--no-logprobs", "logprobs", flag_value=False, default=True,
+    help="Ask for no log-probabilities: the sampled texts alone decide, as against a server that returns "
+    "none (what they detect alone at each budget: docs/verify.md).",
+)  # fmt: skip
 @click.option("--seed", default=V.seed, show_default=True, type=SEED, help=SEED_HELP)
 @click.option(
     "--timeout", default=V.timeout, show_default=True, type=SECONDS,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -69,12 +70,8 @@ def _diagnostics(result: VerifyResult, console: Console) -> None:
         f"greedy (diagnostic): candidate matches baseline on {g['candidate_match']:.0%} of prompts, "
         f"baseline matches itself on {g['baseline_self_match']:.0%}"
     )
-    if (agree := result.agreement) is not None:
-        what = f"{agree.n} texts" if agree.source == "teacher-forced" else f"{agree.n} greedy tokens"
-        console.print(
-            f"log-prob agreement on {what}: {agree.mean_abs_diff:.3g} "
-            f"nats a token apart on average (baseline vs itself {agree.baseline_noise:.3g})"
-        )
+    if (d := result.distance) is not None:
+        console.print(distance_line(asdict(d)), highlight=False)
     style = VERDICT_STYLE[result.verdict]
     console.print(f"[bold {style}]{result.verdict}[/bold {style}]")
     for reason in result.decision.reasons:
@@ -182,12 +179,21 @@ def _tasks(v: dict[str, Any]) -> str:
             f"<p>Greedy (diagnostic): the candidate matches the baseline on {g['candidate_match']:.0%} "
             f"of prompts; the baseline matches itself on {g['baseline_self_match']:.0%}.</p>"
         )
-    a = v.get("logprob_agreement")
-    if a:
-        what = "texts" if a["source"] == "teacher-forced" else "greedy tokens"
-        parts.append(
-            f"<p>Log-prob agreement on {a['n']} {what}: "
-            f"{a['mean_abs_diff']:.3g} nats a token apart on average (baseline against itself "
-            f"{a['baseline_noise']:.3g}).</p>"
-        )
+    if d := v.get("logprob_distance"):
+        parts.append(f"<p>{escape(distance_line(d))}.</p>")
     return "".join(parts)
+
+
+def distance_line(d: dict[str, Any]) -> str:
+    """The log-probability distance in one sentence (terminal and page alike), from its JSON form."""
+    lo, hi = d["ci95"]
+    tested = (
+        f"tolerance {d['tolerance']:g}"
+        if d["p_above"] is not None
+        else f"not tested: {d['prompts']} prompts are too few to bound it"
+    )
+    return (
+        f"log-probability distance: {d['value']:.3g} nats a token over {d['tokens']} tokens of "
+        f"{d['prompts']} prompts (baseline against itself {d['noise']:.3g}; excess 95% CI [{lo:.3g}, "
+        f"{hi:.3g}], resampling prompts; {d['source']}); {tested}; as far apart as {d['nearest']}"
+    )

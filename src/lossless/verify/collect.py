@@ -90,8 +90,9 @@ class Caller:
         return reply
 
     async def complete(
-        self, prompt: str, max_tokens: int, temperature: float, seed: int | None, logprobs: bool
+        self, prompt: str, max_tokens: int, temperature: float, seed: int | None, logprobs: bool, top: int = 1
     ) -> Reply:
+        """``top``: the alternatives asked for at each token, when asking for log-probabilities."""
         body: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
         if seed is not None:
             body["seed"] = seed
@@ -99,11 +100,11 @@ class Caller:
             body["messages"] = [{"role": "user", "content": prompt}]
             path = "/chat/completions"
             # llama.cpp sends no chat logprobs unless top_logprobs is set too
-            tokens = {"logprobs": True, "top_logprobs": 1}
+            tokens: dict[str, Any] = {"logprobs": True, "top_logprobs": top}
         else:
             body["prompt"] = prompt
             path = "/completions"
-            tokens = {"logprobs": 1}
+            tokens = {"logprobs": top}
         return await self.post({**body, **tokens} if logprobs and self.tokens else body, path)
 
     async def score(self, prefix: str, text: str) -> TextScore | None:

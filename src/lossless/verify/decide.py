@@ -5,22 +5,24 @@ not settled yet (more samples at the next look).
    sampling tests, the teacher-forced ones, the task accuracy) at this look's share of ``alpha``
    (budget.py's spending plan). A rejection is a difference when its effect also exceeds what the
    baseline shows against itself (A/A: two sets of its own samples) on that test, and ``aa_margin``
-   times that when the A/A test itself rejects. Log-probabilities of the same text disagreeing by more
-   than the tolerance (when both endpoints score) -> different.
+   times that when the A/A test itself rejects. The log-probability distance (distance.py: the same
+   tokens scored by both, its excess over the baseline's own) is one more test in that family, of
+   H0: the distance is within the tolerance.
    The contexts test is the exception: it tests each side against the baseline's own distribution,
    so its A/A effect is the baseline's own departure from it, not the noise of the A/B comparison (the
    A/A draws are fewer, and their estimate noisier); it sets a bar only when the A/A test rejects.
-   Apart from that deterministic check, "different" rests on a Holm rejection at a level spent from
-   ``alpha``, so a candidate that serves the baseline's distribution is flagged at most ``alpha`` of
-   the time over all looks, whatever the A/A tests say.
+   "Different" rests on a Holm rejection at a level spent from ``alpha`` and nothing else, so a
+   candidate that serves the baseline's distribution, within the tolerance of its log-probabilities,
+   is flagged at most ``alpha`` of the time over all looks, whatever the A/A tests say.
 2. The A/A tests (at ``alpha_aa``, each look) guard against a baseline that is not a fixed
    distribution (load-dependent kernels, caching, a pool of replicas): a drift shows there as much as
    between the endpoints, and a difference no larger than the drift is not evidence. They do not veto
    a difference well beyond it. Nothing found while the baseline differs from itself -> more samples;
    still so at the last look -> inconclusive.
-3. Equivalent when every bound the run can compute is within its margin: the score difference by TOST
-   at this look's share of ``alpha_equivalent`` (within ``tolerance_sd`` of one sample's score
-   spread), and the task accuracy by TOST (90%). Not yet -> more samples; at the last look ->
+3. Equivalent when every bound the run can compute is within its margin: the log-probability distance
+   below the tolerance and the score difference by TOST, each at this look's share of
+   ``alpha_equivalent`` (the score within ``tolerance_sd`` of one sample's score spread), and the task
+   accuracy by TOST (90%). Not yet -> more samples; at the last look ->
    inconclusive, with the factor of more samples that would settle it. Before the last look, a test
    near a difference (Holm p below ``hint``, not yet below the look's level) also draws more samples:
    the samples a subtle difference needs (the contexts test's) are not cut short by equivalence on the
@@ -41,22 +43,12 @@ from typing import Any, Literal
 
 from lossless.analyze.paired import Paired
 from lossless.verify.budget import Criteria, Look
+from lossless.verify.distance import Distance
 from lossless.verify.two_sample import Finding, holm
 
 Verdict = Literal["equivalent", "different", "inconclusive"]
-AGREE_FLOOR = 10.0  # agreement must exceed this many times the baseline's own scoring noise
 ONE_SAMPLE = frozenset({"contexts"})  # tests of each side against the baseline's own distribution
 ONE_LOOK = Look()  # a run decided at once, at its only look
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """Teacher-forced scores of the same texts under both endpoints (when both can score)."""
-
-    mean_abs_diff: float  # candidate vs baseline: the mean |difference| of a token's log-probability
-    baseline_noise: float  # baseline vs itself, the same way
-    n: int  # texts (teacher-forced) or tokens (greedy)
-    source: str = "teacher-forced"  # or "greedy": chosen tokens' log-probabilities until the answers part
 
 
 @dataclass(frozen=True)
@@ -89,17 +81,20 @@ def decide(
     sample_sd: float | None = None,
     gap: Gap | None = None,
     tasks: Paired | None,
-    agreement: Agreement | None,
+    distance: Distance | None = None,
     problems: Sequence[str] = (),
     extra: Sequence[tuple[str, float]] = (),
     look: Look = ONE_LOOK,
 ) -> Decision:
-    """``problems``: why the data cannot carry a verdict (too many failed requests, a baseline that
-    does not sample); any of them makes it inconclusive, with whatever was found listed beside.
-    ``extra``: further A/B tests as (what a rejection means, p-value), last in the Holm family.
-    ``look``: where this look stands in the run (the default: a single, final look)."""
+    """``distance``: the log-probability distance, when both sides gave log-probabilities (tested
+    only with enough prompts). ``problems``: why the data cannot carry a verdict (too many failed
+    requests, a baseline that does not sample); any of them makes it inconclusive, with whatever was
+    found listed beside. ``extra``: further A/B tests as (what a rejection means, p-value), last in the
+    Holm family. ``look``: where this look stands in the run (the default: a single, final look)."""
     level = look.level(criteria.alpha)
     aa_adj = holm([t.p_value for t in aa])
+    if distance is not None and distance.p_above is not None:
+        extra = [*extra, (distance_above(distance), distance.p_above)]
     ab_p = [t.p_value for t in ab] + ([tasks.p_mcnemar] if tasks else []) + [p for _, p in extra]
     ab_adj = holm(ab_p)
     bound = _bound(gap, look.level(criteria.alpha_equivalent))
@@ -113,7 +108,7 @@ def decide(
     }
     unstable = {t.name: p for t, p in zip(aa, aa_adj, strict=True) if p < criteria.alpha_aa}
     found = _differences(aa, ab, ab_adj, criteria, unstable, level)
-    found += _beside(ab_adj[len(ab) :], criteria, level, tasks, agreement, extra)
+    found += _beside(ab_adj[len(ab) :], level, tasks, extra)
     if problems:
         return Decision("inconclusive", (*problems, *(f"found anyway: {f}" for f in found)), **base)
     if found:
@@ -126,7 +121,8 @@ def decide(
         return Decision(
             "inconclusive", (why + "; check for load, caching or unseeded randomness, then rerun",), **base
         )
-    verdict, said = _equivalence(criteria, gap, bound, detectable, sample_sd, tasks)
+    eq_level = look.level(criteria.alpha_equivalent)
+    verdict, said = _equivalence(criteria, gap, bound, detectable, sample_sd, tasks, distance, eq_level)
     if verdict == "equivalent" and not look.final:
         names = [t.name for t in ab] + ["task accuracy"] * bool(tasks) + [what for what, _ in extra]
         if wait := _wait(names, ab_adj, criteria, level, scored=gap is not None):
@@ -135,15 +131,10 @@ def decide(
 
 
 def _beside(
-    adjusted: Sequence[float],
-    criteria: Criteria,
-    level: float,
-    tasks: Paired | None,
-    agreement: Agreement | None,
-    extra: Sequence[tuple[str, float]],
+    adjusted: Sequence[float], level: float, tasks: Paired | None, extra: Sequence[tuple[str, float]]
 ) -> list[str]:
-    """Differences beside the two-sample tests: task accuracy and ``extra`` (their Holm-adjusted
-    p-values, in that order, in ``adjusted``), and log-probabilities of the same text disagreeing."""
+    """Differences beside the two-sample tests: task accuracy and ``extra`` (the distance among them;
+    their Holm-adjusted p-values, in that order, in ``adjusted``)."""
     found = []
     if tasks and adjusted[0] < level:
         found.append(
@@ -154,19 +145,16 @@ def _beside(
         for (what, _), p in zip(extra, adjusted[bool(tasks) :], strict=True)
         if p < level
     ]
-    if agreement and agreement.mean_abs_diff > max(
-        criteria.agreement, AGREE_FLOOR * agreement.baseline_noise
-    ):
-        what = (
-            f"tokens of {agreement.n} texts"
-            if agreement.source == "teacher-forced"
-            else f"{agreement.n} greedy tokens"
-        )
-        found.append(
-            f"log-probabilities of the same {what} differ by {agreement.mean_abs_diff:.3g} nats on average"
-            f" (baseline vs itself: {agreement.baseline_noise:.3g})"
-        )
     return found
+
+
+def distance_above(d: Distance) -> str:
+    """What a rejection of "within the tolerance" says."""
+    return (
+        f"log-probabilities: the same tokens are {d.value:.3g} nats apart (baseline against itself "
+        f"{d.noise:.3g}; excess 95% CI [{d.ci95[0]:.3g}, {d.ci95[1]:.3g}] over {d.prompts} prompts), above "
+        f"the tolerance {d.tolerance:g}: as far apart as {d.nearest}"
+    )
 
 
 def _wait(
@@ -214,8 +202,18 @@ def _equivalence(
     detectable: float | None,
     sample_sd: float | None,
     tasks: Paired | None,
+    distance: Distance | None = None,
+    level: float = 0.05,
 ) -> tuple[Verdict, tuple[str, ...]]:
+    """``level``: this look's share of ``alpha_equivalent``, for the distance's test."""
     short: list[str] = []
+    close = distance is not None and distance.p_below is not None and distance.p_below < level
+    if distance is not None and distance.p_below is not None and not close:
+        short.append(
+            f"the log-probability distance {distance.value:.3g} nats a token (excess 95% CI "
+            f"[{distance.ci95[0]:.3g}, {distance.ci95[1]:.3g}]) is not yet below the tolerance "
+            f"{distance.tolerance:g} (p={distance.p_below:.3g}, this look's level {level:.2g})"
+        )
     tolerance = None if sample_sd is None else criteria.tolerance_sd * sample_sd
     if gap is not None and bound is not None and tolerance is not None and bound > tolerance:
         room = tolerance - abs(gap.difference)
@@ -244,6 +242,12 @@ def _equivalence(
     if short:
         return "inconclusive", tuple(short)
     said = []
+    if distance is not None and close:
+        said.append(
+            f"the same tokens' log-probabilities are {distance.value:.3g} nats apart (excess 95% CI "
+            f"[{distance.ci95[0]:.3g}, {distance.ci95[1]:.3g}] over {distance.prompts} prompts), below the "
+            f"tolerance {distance.tolerance:g}: as far apart as {distance.nearest}"
+        )
     if bound is not None and sample_sd:
         said.append(
             f"the score difference is within +-{bound:.3g} nats/token ({bound / sample_sd:.2g} sd; "

@@ -12,19 +12,18 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from lossless.client.endpoints import Endpoint
 from lossless.client.wire import Wire
 from lossless.console import phase
-from lossless.verify import collect
+from lossless.verify import collect, paired_tokens
 from lossless.verify.budget import Budget, Look, looks
 from lossless.verify.collect import Caller, Drawn, Greedy
-from lossless.verify.decide import ONE_LOOK, Agreement
+from lossless.verify.decide import ONE_LOOK
 from lossless.verify.detect import NEUTRAL, Capabilities, detect
+from lossless.verify.distance import PromptTokens
 from lossless.verify.taskset import ToolParity, run_tasks
 from lossless.verify.two_sample import Alternatives, Context, Sample, repeated
 
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
     from lossless.verify.result import VerifyConfig
 
 SEED_STRIDE = 1_000_000  # seeds of the four sample sets never overlap
-# Texts per prompt scored by both endpoints: different weights or kernels shift every text's score,
-# so a few show it as well as all of them.
-AGREEMENT_SAMPLES = 3
 MAX_FAILED = 0.1  # a side losing more of its requests than this: the rest may be a biased sample
 
 
@@ -44,7 +40,8 @@ class Evidence:
     known: dict[Context, Alternatives]  # the baseline's second-token distributions (contexts test)
     greedy: tuple[list[Greedy | None], ...]  # baseline, baseline again, candidate
     tasks: tuple[list[bool | None], list[bool | None]]  # right or wrong per task; None: failed
-    agreement: Agreement | None
+    paired: tuple[PromptTokens, ...]  # the same tokens scored by both, per prompt (distance.py)
+    source: str | None  # how they were paired (paired_tokens.SOURCES); None: no log-probabilities
     notes: tuple[str, ...]
     problems: tuple[str, ...]  # why the data cannot carry a verdict other than inconclusive
     capabilities: dict[str, dict[str, Any]]  # per side, what detect found
@@ -59,7 +56,8 @@ async def gather(
 ) -> AsyncGenerator[Evidence, None]:
     """The evidence after each look of the budget's schedule, growing: the caller stops reading when a
     look settles the question (and closes this generator, which closes the connections). The greedy
-    answers, the agreement and the tasks are asked once, at the first look."""
+    answers and the tasks are asked once, at the first look; each look pairs the tokens of new prompts'
+    greedy answers for the log-probability distance."""
     b, every = config.budget, collect.PROMPTS
     prompts, tasks = every[: b.prompts], collect.load_tasks()[: b.tasks]
     gate = asyncio.Semaphore(config.concurrency)
@@ -70,7 +68,9 @@ async def gather(
         base, cand = Caller(wb, config.api, gate), Caller(wc, config.api, gate)
         phase("verify: what each endpoint supports")
         caps = await asyncio.gather(detect(base), detect(cand))
-        notes = _settle(base, cand, *caps)
+        notes = _settle(base, cand, *caps, logprobs=config.logprobs)
+        source = paired_tokens.source_of(base, cand, config.api)
+        paired: list[PromptTokens] = []
         focus = await _focus(base, b.focus) if b.repeats and config.api == "completions" else ()
         s0 = config.seed * 4 * SEED_STRIDE
         pool = _Pool.empty(len(prompts), len(focus))
@@ -87,14 +87,16 @@ async def gather(
             tested = ([g + h for g, h in zip(x1, x2, strict=True)], with_repeats(y, y2))
             if config.api == "completions":
                 known |= await _contexts_known(base, every, tested, known)
+            if source is not None and (more := paired_tokens.look_prompts(look.index)):
+                phase(f"verify: {len(more)} prompts' greedy answers scored by both ({source})")
+                tokens = max(paired_tokens.TOKENS, b.max_tokens)
+                paired += await paired_tokens.pair(base, cand, source, more, tokens)
             if look.index == 0:
-                agreement = await _agreement(base, cand, prompts, pool.drawn[0])
                 phase("verify: greedy answers and tasks")
                 greedy = await asyncio.gather(
                     *(collect.greedy(c, prompts, b.max_tokens) for c in (base, base, cand))
                 )
                 solved, parity = await _tasks(base, cand, (baseline, candidate), tasks, config)
-                agreement = agreement or greedy_agreement(*greedy)
             said = list(notes)
             a1, a2, c1 = pool.drawn
             problems = [
@@ -105,7 +107,7 @@ async def gather(
             _not_sampling(cand, c1, said)  # the candidate's: a note, the sampling tests show the difference
             yield Evidence(
                 ([list(g) for g in x1], [list(g) for g in x2], [list(g) for g in y], y2), dict(known),
-                tuple(greedy), (solved[0], solved[1]), agreement,
+                tuple(greedy), (solved[0], solved[1]), tuple(paired), source,
                 tuple(dict.fromkeys(said + base.notes + cand.notes)), tuple(problems),
                 {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens, parity,
                 look, base.sent + cand.sent,
@@ -178,10 +180,17 @@ async def _tasks(
     return found.solved, found.parity
 
 
-def _settle(base: Caller, cand: Caller, cb: Capabilities, cc: Capabilities) -> list[str]:
+def _settle(
+    base: Caller, cand: Caller, cb: Capabilities, cc: Capabilities, *, logprobs: bool = True
+) -> list[str]:
     """Apply what detection found. Token boundaries and the sampler's fields go to both sides or to
-    neither: tokens on one side and characters on the other would differ by construction."""
+    neither: tokens on one side and characters on the other would differ by construction. Without
+    ``logprobs``, neither side is asked for any, as if neither gave them (--no-logprobs)."""
     notes = [*cb.said, *cc.said]
+    if not logprobs:
+        cb = replace(cb, tokens=False, scoring=None)
+        cc = replace(cc, tokens=False, scoring=None)
+        notes.append("log-probabilities not asked for (--no-logprobs): the sampled texts alone decide")
     base.tokens = cand.tokens = cb.tokens and cc.tokens
     base.draw_tokens = cand.draw_tokens = base.tokens and cb.scoring is not None
     if not base.draw_tokens:
@@ -252,65 +261,3 @@ async def _contexts_known(
     wanted = sorted(set().union(*(repeated(s) for s in sets)) - set(known))
     got = await asyncio.gather(*(base.next_token(prompts[j], first) for j, first in wanted))
     return {c: alts for c, alts in zip(wanted, got, strict=True) if alts}
-
-
-async def _agreement(
-    base: Caller, cand: Caller, prompts: tuple[str, ...], drawn: list[list[Drawn]]
-) -> Agreement | None:
-    """A few of the baseline's own texts scored twice by the baseline (its noise) and once by the
-    candidate: every token of the same text must get the same log-probability. Token by token, not the
-    texts' means: a change of numerics moves tokens both ways, and a mean lets them cancel."""
-    if base.scoring is None or cand.scoring is None:
-        return None
-    picked = [(d.prompt, d.text) for g in drawn for d in [d for d in g if d.text][:AGREEMENT_SAMPLES]]
-    first, again, other = [
-        await asyncio.gather(*(c.score(prompts[j], text) for j, text in picked)) for c in (base, base, cand)
-    ]
-    diffs: list[float] = []
-    noise: list[float] = []
-    texts = 0
-    for f, a, o in zip(first, again, other, strict=True):
-        if f is None or a is None or o is None:  # a failed scoring request: the text is left out
-            continue
-        texts += 1
-        diffs += _same_tokens(f, o)
-        noise += _same_tokens(f, a)
-    if not diffs or not noise:
-        return None
-    return Agreement(float(np.mean(diffs)), float(np.mean(noise)), texts)
-
-
-def _same_tokens(a: collect.TextScore, b: collect.TextScore) -> list[float]:
-    """|a - b| of the log-probabilities of the tokens both scored alike (the same text at the same offset:
-    different tokenizers share only some)."""
-    theirs = {(at, token): v for at, token, v in b.tokens}
-    return [abs(v - theirs[at, token]) for at, token, v in a.tokens if (at, token) in theirs]
-
-
-def greedy_agreement(
-    first: list[Greedy | None], again: list[Greedy | None], cand: list[Greedy | None]
-) -> Agreement | None:
-    """Log-probabilities of the same tokens at the same contexts, from greedy answers: until the two
-    answers part, both endpoints read the same text, and their chosen tokens' log-probabilities must
-    agree as closely as the baseline agrees with itself. Any endpoint giving token log-probabilities
-    (a chat-only API, a server whose echo cannot score) has this check."""
-    diffs: list[float] = []
-    noise: list[float] = []
-    for a, b, c in zip(first, again, cand, strict=True):
-        if a is None or b is None or c is None or None in (a.logprobs, b.logprobs, c.logprobs):
-            continue
-        diffs += _along_common_prefix(a, c)
-        noise += _along_common_prefix(a, b)
-    if not diffs or not noise:
-        return None
-    return Agreement(float(np.mean(diffs)), float(np.mean(noise)), len(diffs), source="greedy")
-
-
-def _along_common_prefix(a: Greedy, b: Greedy) -> list[float]:
-    assert a.logprobs is not None and b.logprobs is not None
-    out = []
-    for ua, ub, la, lb in zip(a.units, b.units, a.logprobs, b.logprobs, strict=False):
-        if ua != ub:
-            break
-        out.append(abs(la - lb))
-    return out

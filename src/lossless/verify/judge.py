@@ -9,6 +9,7 @@ from lossless.analyze.paired import paired_accuracy
 from lossless.client.endpoints import Endpoint
 from lossless.verify.collect import Greedy
 from lossless.verify.decide import Gap, decide
+from lossless.verify.distance import estimate
 from lossless.verify.evidence import Evidence, with_repeats
 from lossless.verify.result import Procedure, VerifyConfig, VerifyResult
 from lossless.verify.two_sample import EFFECTS, compare, contexts, detectable, pooled_sd, score_se
@@ -20,7 +21,8 @@ def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evi
     pooled = [a + b for a, b in zip(x1, x2, strict=True)]
     b, c, look = config.budget, config.criteria, ev.look
     extra = ev.tool_parity.findings() if ev.tool_parity else ()
-    family = len(EFFECTS) + 1 + len(extra)  # the A/B tests, task accuracy, tool parity: Holm's m
+    # the A/B tests, task accuracy, tool parity, the distance: Holm's m
+    family = len(EFFECTS) + 1 + len(extra) + 1
     level, aa_level = look.level(c.alpha) / family, c.alpha_aa / len(EFFECTS)  # Holm's strictest levels
     # enough permutations that the smallest p-value they can give, 1 / (n + 1), is well below Holm's
     # strictest level at this look (its share of alpha, over the family)
@@ -44,13 +46,15 @@ def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evi
         paired_accuracy([u for u, _ in answered], [v for _, v in answered], c.margin) if answered else None
     )
     sd = pooled_sd([a + b for a, b in zip(pooled, y, strict=True)])
+    distance = None if ev.source is None else estimate(ev.paired, c.tolerance, ev.source, seed=seed)
     decision = decide(
-        aa, ab, c, detectable=mde, sample_sd=sd, gap=gap, tasks=paired, agreement=ev.agreement,
+        aa, ab, c, detectable=mde, sample_sd=sd, gap=gap, tasks=paired, distance=distance,
         problems=ev.problems, extra=extra, look=look,
     )  # fmt: skip
-    procedure = Procedure(look, ev.requests, c, scored=gap is not None)
+    tested = distance is not None and distance.p_above is not None
+    procedure = Procedure(look, ev.requests, c, scored=gap is not None, distanced=tested)
     return VerifyResult(
-        baseline, candidate, b, decision, tuple(aa), tuple(ab), paired, ev.agreement,
+        baseline, candidate, b, decision, tuple(aa), tuple(ab), paired, distance,
         greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity, config.api, procedure,
     )  # fmt: skip
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lossless.errors import UsageError
 from lossless.provision.embedded import Embedded
-from lossless.verify.budget import BUDGETS, Budget
+from lossless.verify.budget import BUDGETS, Budget, Criteria
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class VerifyOptions:
     budget: Budget = BUDGETS["default"]
     api: str = "completions"  # "chat" works with any provider, but cannot be teacher-forced as exactly
     seed: int = 0
+    tolerance: float = Criteria().tolerance  # nats a token: the largest distance called the same model
+    logprobs: bool = True  # False: --no-logprobs, the sampled texts alone decide
     timeout: float = 120.0  # seconds for one request; a slower one counts as failed, the run goes on
     task_set: str | None = None  # --tasks: a task set (or file) in place of the bundled questions
     tasks_limit: int | None = None  # its first N tasks; None: all

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from lossless.analyze.paired import Paired
 from lossless.client.endpoints import Endpoint, public_url
 from lossless.verify.budget import BUDGETS, Budget, Criteria, Look
-from lossless.verify.decide import Agreement, Decision
+from lossless.verify.decide import Decision
+from lossless.verify.distance import Distance
 from lossless.verify.two_sample import EFFECTS, Finding
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ class VerifyConfig:
     criteria: Criteria = field(default_factory=Criteria)
     concurrency: int = 4  # requests in flight, both endpoints together
     timeout: float = 120.0  # seconds for one request; a slower one is a failed request, not the end
+    logprobs: bool = True  # False: none asked for, as against a server that gives none (--no-logprobs)
     task_set: tuple[Task, ...] | None = None  # verify --tasks' tasks, in place of the bundled questions
 
 
@@ -36,22 +38,29 @@ class Procedure:
     requests: int  # sent to both endpoints after detection
     criteria: Criteria
     scored: bool  # teacher-forced scores bound the score difference (else nothing bounds it)
+    distanced: bool = False  # the log-probability distance was tested against the tolerance
 
     def guarantees(self) -> tuple[str, ...]:
         c = self.criteria
         count = len(self.look.schedule)
         looks = f"over all {count} looks" if count > 1 else "in its one look"
+        within = f" and log-probabilities within {c.tolerance:g} nats a token of its" * self.distanced
+        tested = "the sampled tests and the distance test" if self.distanced else "the tests"
+        bounds = []
+        if self.distanced:
+            bounds.append(f"log-probabilities {c.tolerance:g} nats a token apart or more (bootstrap)")
+        if self.scored:
+            bounds.append(f"a mean score {c.tolerance_sd:g} sd apart or more (TOST)")
         equivalent = (
-            f"equivalent: at most {c.alpha_equivalent:.0%} of runs whose mean score differs by "
-            f"{c.tolerance_sd:g} sd or more (TOST {looks}); task accuracy within +-{c.margin:g} (TOST, 90%)"
-            if self.scored
-            else "equivalent: no teacher-forced scores, so no bound on the score difference: the tests "
-            f"found nothing at their power; task accuracy within +-{c.margin:g} (TOST, 90%)"
+            f"equivalent: at most {c.alpha_equivalent:.0%} of runs on a candidate with "
+            f"{' or '.join(bounds)}, {looks}; task accuracy within +-{c.margin:g} (TOST, 90%)"
+            if bounds
+            else "equivalent: no log-probabilities or teacher-forced scores, so no bound on the difference: "
+            f"the tests found nothing at their power; task accuracy within +-{c.margin:g} (TOST, 90%)"
         )
         return (
             f"different: at most {c.alpha:.0%} of runs on a candidate that serves the baseline's "
-            f"distribution (Holm over the tests, alpha spent {looks}; beside them, a fixed tolerance on "
-            "log-probabilities)",
+            f"distribution{within} (Holm over {tested}, alpha spent {looks})",
             equivalent,
             f"inconclusive for the baseline's own noise: at most {c.alpha_aa:.0%} of runs on a stable "
             "baseline (A/A at the last look; an earlier A/A rejection draws more samples)",
@@ -70,6 +79,7 @@ class Procedure:
                 "inconclusive_aa": c.alpha_aa,
             },
             "tolerance_sd": c.tolerance_sd,
+            "tolerance_nats": c.tolerance,
             "task_margin": c.margin,
             "guarantees": list(self.guarantees()),
         }
@@ -84,7 +94,7 @@ class VerifyResult:
     aa: tuple[Finding, ...]
     ab: tuple[Finding, ...]
     tasks: Paired | None
-    agreement: Agreement | None
+    distance: Distance | None
     greedy: dict[str, Any]
     notes: tuple[str, ...] = ()
     capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)  # per side, what detect found
@@ -126,7 +136,7 @@ class VerifyResult:
             ],
             "tasks": None if self.tasks is None else asdict(self.tasks),
             "tool_parity": None if self.tool_parity is None else asdict(self.tool_parity),
-            "logprob_agreement": None if self.agreement is None else asdict(self.agreement),
+            "logprob_distance": None if self.distance is None else asdict(self.distance),
             "greedy": self.greedy,
             "capabilities": self.capabilities,
             "notes": list(self.notes),

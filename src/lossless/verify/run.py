@@ -12,7 +12,7 @@ from lossless.client.endpoints import Endpoint
 from lossless.console import stderr_console
 from lossless.provision import embedded, given
 from lossless.tasks.sets import load_set
-from lossless.verify.budget import can_show
+from lossless.verify.budget import Criteria, can_show
 from lossless.verify.evidence import gather
 from lossless.verify.judge import judge
 from lossless.verify.options import VerifyOptions
@@ -35,7 +35,8 @@ def run(options: VerifyOptions) -> VerifyResult:
     """Verify the two endpoints given; with none, the embedded engine's speculative decoding (the default
     drafter) against its plain decoding, two servers over one copy of the weights."""
     config = VerifyConfig(
-        options.budget, options.api, options.seed, timeout=options.timeout,
+        options.budget, options.api, options.seed, Criteria(tolerance=options.tolerance),
+        timeout=options.timeout, logprobs=options.logprobs,
         # loaded before any server starts or request is sent: a wrong name fails at once
         task_set=load_set(options.task_set)[: options.tasks_limit] if options.task_set else None,
     )  # fmt: skip

@@ -87,7 +87,7 @@ def test_speculative_decoding_is_equivalent_to_plain(verdicts: Callable[[str], V
     assert procedure["requests"] > 3 * 8 * 10  # three sets of 8 prompts x 10 samples, and the rest
     assert {t.n_y for t in result.ab if t.name == "mean_score"} == {8 * 10}
     assert result.greedy["candidate_match"] == 1.0  # greedy speculative decoding is exact
-    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
+    assert result.distance is not None and result.distance.value == 0.0
 
 
 @pytest.mark.parametrize("name", LOSSY)
@@ -99,7 +99,7 @@ def test_lossy_candidates_are_different(name: str, verdicts: Callable[[str], Ver
 def test_sampling_alone_catches_a_lossy_sampler(verdicts: Callable[[str], VerifyResult]) -> None:
     """A temperature change leaves scoring untouched: the sampled texts must give it away."""
     result = verdicts("temperature 0.8 for 1.0")
-    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0
+    assert result.distance is not None and result.distance.value == 0.0
     tests = {t.name: t for t in result.ab}
     assert tests["mean_score"].effect > 0  # cooler sampling: likelier text under the baseline,
     assert tests["rank"].effect < 0 and tests["tail"].effect < 0  # its tokens nearer the top
@@ -110,7 +110,7 @@ def test_no_residual_is_caught_by_the_contexts_test(verdicts: Callable[[str], Ve
     """Every token stays about as likely under the baseline; only repeated draws at one context show
     that the draft's preferences leak into the output."""
     result = verdicts("speculative 4-bit draft, no residual")
-    assert result.agreement is not None and result.agreement.mean_abs_diff == 0.0  # the same weights
+    assert result.distance is not None and result.distance.value == 0.0  # the same weights
     assert [r.split(":")[0] for r in result.decision.reasons] == ["contexts"]
     found = {t.name: t for t in result.ab}["contexts"]
     assert found.effect > 0 and found.n_y > BUDGETS["default"].repeats // 2

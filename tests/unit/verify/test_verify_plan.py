@@ -51,7 +51,7 @@ def test_a_given_budget_keeps_two_samples_a_look() -> None:
 def test_a_difference_must_clear_the_share_of_alpha_its_look_spends() -> None:
     calm = [_t("mean_score", 0.5, 0.0), _t("lengths", 0.7, 0.0)]
     hit = [_t("mean_score", 0.004, 0.7), _t("lengths", 0.7, 0.02)]  # Holm: 0.008
-    kw = {"detectable": 0.1, "sample_sd": 1.0, "gap": Gap(0.0, 0.01), "tasks": None, "agreement": None}
+    kw = {"detectable": 0.1, "sample_sd": 1.0, "gap": Gap(0.0, 0.01), "tasks": None}
     assert decide(calm, hit, Criteria(), **kw).verdict == "different"  # one look: all of alpha 0.01
     first = Look(0, (10, 20, 30))  # a third of it: 0.0033
     d = decide(calm, hit, Criteria(), **kw, look=first)
@@ -65,7 +65,7 @@ def test_a_difference_must_clear_the_share_of_alpha_its_look_spends() -> None:
 def test_an_unstable_baseline_draws_more_samples_until_the_last_look() -> None:
     drifting = [_t("mean_score", 0.001, 0.2), _t("rank", 0.6, 0.01)]
     calm = [_t("mean_score", 0.5, 0.1), _t("rank", 0.5, 0.01)]
-    kw = {"detectable": 0.1, "sample_sd": 1.0, "gap": Gap(0.0, 0.01), "tasks": None, "agreement": None}
+    kw = {"detectable": 0.1, "sample_sd": 1.0, "gap": Gap(0.0, 0.01), "tasks": None}
     early = decide(drifting, calm, Criteria(), **kw, look=Look(1, (10, 20, 30)))
     assert early.verdict == "inconclusive" and not early.settled and "more samples" in early.reasons[0]
     last = decide(drifting, calm, Criteria(), **kw, look=Look(2, (10, 20, 30)))
@@ -77,7 +77,7 @@ def test_an_unstable_baseline_draws_more_samples_until_the_last_look() -> None:
 def test_an_unbounded_score_difference_draws_more_samples_and_says_how_many_at_the_end() -> None:
     calm = [_t("mean_score", 0.5, 0.1)]
     wide = Gap(0.1, 0.2)  # 0.1 + z * 0.2 > 0.3 (0.6 sd of 0.5) at any look
-    kw = {"detectable": 0.5, "sample_sd": 0.5, "gap": wide, "tasks": None, "agreement": None}
+    kw = {"detectable": 0.5, "sample_sd": 0.5, "gap": wide, "tasks": None}
     early = decide(calm, calm, Criteria(), **kw, look=Look(0, (10, 20)))
     assert not early.settled and "bounded to" in early.reasons[0]
     last = decide(calm, calm, Criteria(), **kw, look=Look(1, (10, 20)))
@@ -91,7 +91,7 @@ def test_an_unbounded_score_difference_draws_more_samples_and_says_how_many_at_t
 
 def test_problems_settle_at_once() -> None:
     calm = [_t("mean_score", 0.5, 0.1)]
-    d = decide(calm, calm, Criteria(), detectable=None, tasks=None, agreement=None, problems=["down"],
+    d = decide(calm, calm, Criteria(), detectable=None, tasks=None, problems=["down"],
                look=Look(0, (10, 20, 30)))  # fmt: skip
     assert d.verdict == "inconclusive" and d.settled
 
@@ -99,7 +99,7 @@ def test_problems_settle_at_once() -> None:
 def test_without_scores_equivalence_waits_for_the_last_look() -> None:
     """Nothing bounds the difference when the baseline cannot score text: only the whole budget's power."""
     calm = [_t("lengths", 0.5, 0.1)]
-    kw = {"detectable": None, "sample_sd": None, "gap": None, "tasks": None, "agreement": None}
+    kw = {"detectable": None, "sample_sd": None, "gap": None, "tasks": None}
     early = decide(calm, calm, Criteria(), **kw, look=Look(0, (10, 20, 30)))
     assert early.verdict == "inconclusive" and not early.settled and "every look" in early.reasons[0]
     last = decide(calm, calm, Criteria(), **kw, look=Look(2, (10, 20, 30)))
@@ -110,6 +110,6 @@ def test_the_tasks_factor_counts_where_the_interval_sits_not_only_its_width() ->
     from lossless.analyze.paired import Paired
 
     off_centre = Paired(24, 20, 2, 0, -2 / 24, (-0.13, 0.05), 0.5, False, 0.1)
-    d = decide([], [], Criteria(), detectable=None, tasks=off_centre, agreement=None)
+    d = decide([], [], Criteria(), detectable=None, tasks=off_centre)
     # half-width 0.09 around -0.04: it must shrink to 0.06, (0.09 / 0.06)^2 = 2.25x the tasks
     assert d.verdict == "inconclusive" and "about 2.3x the tasks would settle it" in d.reasons[0]

@@ -8,7 +8,8 @@ import pytest
 from lossless.analyze.paired import paired_accuracy
 from lossless.verify.budget import Criteria
 from lossless.verify.collect import _text_score
-from lossless.verify.decide import Agreement, Gap, decide
+from lossless.verify.decide import Gap, decide
+from lossless.verify.distance import PromptTokens, estimate
 from lossless.verify.two_sample import (
     TAIL,
     Finding,
@@ -135,24 +136,17 @@ def test_decide_follows_differences_then_calibration_then_power() -> None:
     calm = [_t("mean_score", 0.5, 0.01), _t("lengths", 0.7, 0.02)]
     hit = [_t("mean_score", 0.001, 0.7), _t("lengths", 0.7, 0.02)]
     unstable = [_t("mean_score", 0.001, 0.7), _t("lengths", 0.7, 0.02)]
-    assert (
-        decide(unstable, hit, c, detectable=0.1, sample_sd=1.0, tasks=None, agreement=None).verdict
-        == "inconclusive"
-    )
-    assert (
-        decide(calm, hit, c, detectable=0.1, sample_sd=1.0, tasks=None, agreement=None).verdict == "different"
-    )
+    assert decide(unstable, hit, c, detectable=0.1, sample_sd=1.0, tasks=None).verdict == "inconclusive"
+    assert decide(calm, hit, c, detectable=0.1, sample_sd=1.0, tasks=None).verdict == "different"
     close = Gap(0.01, 0.1)  # TOST: 0.01 + 1.645 * 0.1 = 0.17 nats/token, within 0.6 sd of 1.0
-    same = decide(calm, calm, c, detectable=0.3, sample_sd=1.0, gap=close, tasks=None, agreement=None)
+    same = decide(calm, calm, c, detectable=0.3, sample_sd=1.0, gap=close, tasks=None)
     assert same.verdict == "equivalent" and same.bound == pytest.approx(0.01 + 1.6449 * 0.1, abs=1e-3)
     # 0.05 + 1.645 * 0.5 = 0.87 > 0.6: (0.82 / 0.55)^2 = 2.2x the samples would bring it within
-    weak = decide(
-        calm, calm, c, detectable=1.2, sample_sd=1.0, gap=Gap(0.05, 0.5), tasks=None, agreement=None
-    )
+    weak = decide(calm, calm, c, detectable=1.2, sample_sd=1.0, gap=Gap(0.05, 0.5), tasks=None)
     assert weak.verdict == "inconclusive" and "2.3x the samples" in weak.reasons[0]
-    off = Agreement(mean_abs_diff=0.3, baseline_noise=0.0, n=10)
+    off = estimate([PromptTokens(i, (0.3,), ()) for i in range(10)], c.tolerance, "greedy")
     assert (
-        decide(calm, calm, c, detectable=0.3, sample_sd=1.0, gap=close, tasks=None, agreement=off).verdict
+        decide(calm, calm, c, detectable=0.3, sample_sd=1.0, gap=close, tasks=None, distance=off).verdict
         == "different"
     )
 
@@ -160,21 +154,39 @@ def test_decide_follows_differences_then_calibration_then_power() -> None:
 def test_an_unstable_baseline_does_not_veto_a_difference_well_beyond_its_drift() -> None:
     c = Criteria()
     drifting = [_t("mean_score", 0.001, 0.2), _t("rank", 0.6, 0.01)]
-    clear = decide(drifting, [_t("mean_score", 0.001, 0.7), _t("rank", 0.5, 0.01)], c,
-                   detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    clear = decide(
+        drifting,
+        [_t("mean_score", 0.001, 0.7), _t("rank", 0.5, 0.01)],
+        c,
+        detectable=0.1,
+        sample_sd=1.0,
+        tasks=None,
+    )
     assert clear.verdict == "different" and "baseline unstable" in clear.reasons[0]
-    within = decide(drifting, [_t("mean_score", 0.001, 0.3), _t("rank", 0.5, 0.01)], c,
-                    detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    within = decide(
+        drifting,
+        [_t("mean_score", 0.001, 0.3), _t("rank", 0.5, 0.01)],
+        c,
+        detectable=0.1,
+        sample_sd=1.0,
+        tasks=None,
+    )
     assert within.verdict == "inconclusive" and "differs from itself" in within.reasons[0]
-    elsewhere = decide(drifting, [_t("mean_score", 0.5, 0.1), _t("rank", 0.001, 0.05)], c,
-                       detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    elsewhere = decide(
+        drifting,
+        [_t("mean_score", 0.5, 0.1), _t("rank", 0.001, 0.05)],
+        c,
+        detectable=0.1,
+        sample_sd=1.0,
+        tasks=None,
+    )
     assert elsewhere.verdict == "different"  # a stable test's difference stands
 
 
 def test_an_effect_within_the_baselines_own_noise_is_not_a_difference() -> None:
     noisy_aa = [_t("mean_score", 0.2, 0.9)]
     ab = [_t("mean_score", 0.001, 0.7)]
-    d = decide(noisy_aa, ab, Criteria(), detectable=0.3, sample_sd=1.0, tasks=None, agreement=None)
+    d = decide(noisy_aa, ab, Criteria(), detectable=0.3, sample_sd=1.0, tasks=None)
     assert d.verdict == "equivalent"
 
 
@@ -259,9 +271,7 @@ def test_contexts_needs_the_baseline_to_reject_itself_before_its_effect_is_a_bar
     """contexts' A/A is the baseline's few long draws against its own distribution: a noisy estimate
     of its own departure, not the A/B comparison's noise. A bar only where it rejects."""
     ab = [_t("contexts", 0.001, 0.015)]
-    noisy = decide([_t("contexts", 0.3, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None,
-                   agreement=None)  # fmt: skip
+    noisy = decide([_t("contexts", 0.3, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None)
     assert noisy.verdict == "different"
-    off = decide([_t("contexts", 0.001, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None,
-                 agreement=None)  # fmt: skip
+    off = decide([_t("contexts", 0.001, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None)
     assert off.verdict == "inconclusive"  # the baseline does not draw from what it reports
