@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -99,6 +101,7 @@ class Session:
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                 trust_env=False,
                 auto_decompress=False,
+                trace_configs=[_sent_trace()],
             )
         return self._session
 
@@ -108,9 +111,7 @@ class Session:
     @asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[Response]:
         try:
-            # Redirects are not followed: aiohttp would carry custom key headers (api-key, x-api-key)
-            # to another origin (it drops only Authorization). A 3xx is an answer, recorded as such.
-            resp = await self._client().post(self._base + path, data=body, allow_redirects=False)
+            resp = await self._send(path, body)
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise TransportError(Failure.TIMEOUT_CONNECT, "connect timed out") from exc
         except aiohttp.ClientError as exc:
@@ -124,6 +125,26 @@ class Session:
                 resp.release()
             else:
                 resp.close()
+
+    async def _send(self, path: str, body: bytes) -> aiohttp.ClientResponse:
+        """POST; once more on a new connection when a pooled one turns out closed by the server before
+        any answer came back on it. llama.cpp's server closes a connection just after each streamed
+        answer while its headers say keep-alive, and the next request, sent before the close arrived,
+        failed (unwritten, or the server gone at once) though the server never read it. Clients users
+        run do the same (httpx checks a pooled connection before reuse; the openai client retries). A
+        failure on a new connection, or on a reused one of any other kind, is recorded as it is."""
+        for attempt in range(2):
+            state = SimpleNamespace(reused=False)
+            try:
+                # Redirects are not followed: aiohttp would carry custom key headers (api-key, x-api-key)
+                # to another origin (it drops only Authorization). A 3xx is an answer, recorded as such.
+                return await self._client().post(
+                    self._base + path, data=body, allow_redirects=False, trace_request_ctx=state
+                )
+            except aiohttp.ClientConnectionError as exc:
+                if attempt or not state.reused or not _closed_before_answer(exc):
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def get_text(self, url: str, timeout: float, limit: int = 8 << 20) -> str | None:
         """A plain GET (Prometheus /metrics, /v1/models); None when unreachable, not 200 or not text.
@@ -140,6 +161,25 @@ class Session:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _sent_trace() -> aiohttp.TraceConfig:
+    """Marks a request's ``trace_request_ctx`` (a namespace) when it goes out on a pooled connection."""
+
+    async def reused(_: Any, context: SimpleNamespace, __: Any) -> None:
+        if context.trace_request_ctx is not None:
+            context.trace_request_ctx.reused = True
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(reused)
+    return trace
+
+
+def _closed_before_answer(exc: aiohttp.ClientConnectionError) -> bool:
+    """The failures of a connection the server had closed: nothing could be written to it, or it was gone
+    before a byte of an answer (raised by ``post``, so before the status line)."""
+    unwritten = isinstance(exc.__cause__, aiohttp.ClientConnectionResetError)
+    return unwritten or isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientConnectionResetError)
 
 
 async def unreachable(base_url: str, timeout: float) -> str | None:
