@@ -60,6 +60,9 @@ class RequestRecord:
     tool_call_chars: int  # characters of tool-call names and arguments
     server_headers: tuple[tuple[str, str], ...]  # raw timing, id and identity headers, parsed in analyze
     served_model: str | None = None  # the response's "model" (what the server says it ran)
+    # the answer's own timing object, as it gave it (llama.cpp's server: "timings", its prompt and decode
+    # time); parsed in analyze beside the timing headers
+    server_timings: tuple[tuple[str, float], ...] = ()
     system_fingerprint: str | None = None  # the response's system_fingerprint (its backend configuration)
     n_cached: int | None = None  # prompt tokens served from the server's prefix cache, when it says
     asked_in: int | None = None  # token-exact workloads: the prompt tokens asked for (compare n_in)
@@ -147,6 +150,8 @@ def from_json(line: str) -> RequestRecord:
     for name in _TUPLES:
         values[name] = tuple(values[name])
     values["server_headers"] = tuple((k, v) for k, v in values["server_headers"])
+    if "server_timings" in values:
+        values["server_timings"] = tuple((k, v) for k, v in values["server_timings"])
     return RequestRecord(**values)
 
 

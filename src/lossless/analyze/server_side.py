@@ -8,10 +8,16 @@ from collections.abc import Iterable, Mapping
 from lossless.analyze.summary import ServedBy, ServerMetrics, Speculative
 from lossless.records import IDENTITY_HEADERS, RequestRecord
 
+# Of a body's "timings" object (llama.cpp's server), its own ms of prompt and of decode.
+BODY_TIMINGS = ("prompt_ms", "predicted_ms")
 
-def server_times(headers: Iterable[tuple[str, str]]) -> dict[str, float]:
-    """Server-side timing headers in ms: envoy and OpenAI give ms; server-timing a dur= per metric."""
-    out: dict[str, float] = {}
+
+def server_times(
+    headers: Iterable[tuple[str, str]], body: Iterable[tuple[str, float]] = ()
+) -> dict[str, float]:
+    """Server-side timing headers in ms: envoy and OpenAI give ms; server-timing a dur= per metric; and the
+    answer's own "timings" object (``body``), as ``timings:NAME``."""
+    out: dict[str, float] = {f"timings:{k}": v for k, v in body if k in BODY_TIMINGS}
     for name, value in headers:
         if name in ("x-envoy-upstream-service-time", "openai-processing-ms"):
             try:
@@ -28,9 +34,10 @@ def server_times(headers: Iterable[tuple[str, str]]) -> dict[str, float]:
 
 
 def spec_stats(before: Mapping[str, float], after: Mapping[str, float]) -> Speculative | None:
-    """The draft counters' change over the run (vLLM's, SGLang's or ours), or None if none moved."""
+    """The draft counters' change over the run (vLLM's, SGLang's, llama.cpp's or ours), or None if none
+    moved. The three peers share names (llama.cpp's end in ``_total``, which the reader drops)."""
     d = {k: after[k] - before.get(k, 0.0) for k in after}
-    for prefix in ("vllm:spec_decode_", "sglang:spec_decode_"):
+    for prefix in ("vllm:spec_decode_", "sglang:spec_decode_", "llamacpp:spec_decode_"):
         drafted, accepted = d.get(prefix + "num_draft_tokens"), d.get(prefix + "num_accepted_tokens")
         steps = d.get(prefix + "num_drafts")
         if drafted:

@@ -207,7 +207,7 @@ def _window_s(attempts: Sequence[RequestRecord]) -> float | None:
 def _server(ok: Sequence[RequestRecord], seed: int) -> dict[str, Distribution]:
     values: dict[str, list[float]] = {}
     for r in ok:
-        for k, v in server_times(r.server_headers).items():
+        for k, v in server_times(r.server_headers, r.server_timings).items():
             values.setdefault(k, []).append(v)
     return {k: describe(v, seed) for k, v in sorted(values.items())}
 

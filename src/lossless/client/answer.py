@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,7 @@ class Answer:
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None  # the first the answer names
         self.fingerprint: str | None = None
+        self.timings: dict[str, float] = {}  # the answer's own timing object (llama.cpp's "timings")
         self.events = 0  # events with a JSON object (error events too)
         self.problem: str | None = None  # lenient: the first malformed or error event
         self.done = False  # [DONE] came
@@ -165,6 +167,7 @@ class Answer:
             self.usage = chunk.usage
         self.model = self.model or chunk.model
         self.fingerprint = self.fingerprint or chunk.fingerprint
+        self.timings = _timings(obj) or self.timings
         self.tool_chars += chunk.tool_chars
         if first is not None:
             self._choice(_index(first), chunk.content, chunk.reasoning, chunk.finish_reason, first)
@@ -244,3 +247,16 @@ def _index(choice: Any) -> int:
 def _api_of(choice: Any) -> str:
     """A choice's API, told by its shape: a legacy completion's choice carries ``text``."""
     return "completions" if isinstance(choice, dict) and "text" in choice else "chat"
+
+
+def _timings(obj: dict[str, Any]) -> dict[str, float]:
+    """The numbers of a body's "timings" object (llama.cpp's server: its own prompt and decode time, in
+    the last chunk of a stream), or none."""
+    raw = obj.get("timings")
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in raw.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }

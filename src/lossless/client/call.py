@@ -206,6 +206,7 @@ def _record(
         reasoning_text=answer.reasoning(),
         tool_call_chars=answer.tool_chars,
         server_headers=got.server_headers,
+        server_timings=tuple(sorted(answer.timings.items())),
         served_model=answer.model,
         system_fingerprint=answer.fingerprint,
     )

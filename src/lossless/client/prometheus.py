@@ -14,7 +14,7 @@ import re
 
 from lossless.client.http import Session
 
-# vLLM (colons) and SGLang-style names, and our own server's.
+# vLLM (colons), SGLang- and llama.cpp-style names (llama.cpp's with _total), and our own server's.
 COUNTERS = (
     "vllm:spec_decode_num_drafts",
     "vllm:spec_decode_num_draft_tokens",
@@ -22,6 +22,9 @@ COUNTERS = (
     "sglang:spec_decode_num_drafts",
     "sglang:spec_decode_num_draft_tokens",
     "sglang:spec_decode_num_accepted_tokens",
+    "llamacpp:spec_decode_num_drafts",
+    "llamacpp:spec_decode_num_draft_tokens",
+    "llamacpp:spec_decode_num_accepted_tokens",
     "lossless_spec_drafted_tokens_total",
     "lossless_spec_accepted_tokens_total",
     "lossless_spec_steps_total",
