@@ -1,11 +1,11 @@
 """Decode speed of our engine against llama.cpp on the same GGUF (CPU, batch 1), as ratios in one run.
 
 Every engine runs greedy with the same threads and prompts, eos ignored so each run makes exactly N
-tokens; all in this one process but vLLM, which is timed through its OpenAI server. Decode speed is
-(N - 1) / (T(N) - T(1)), where T(n) is the wall time of a whole request making n tokens; T(1) (prefill
-and the first token) is reported too. Rounds are interleaved (every engine once per prompt per round),
-so a shared machine's load falls on all alike; the median over rounds and prompts is reported. Each
-row's ratio to llama.cpp's plain decoding is the median of the paired ratios (the same prompt in the
+tokens; ours in this one process, the peers through their own servers (llama.cpp's llama-server, vLLM's).
+Decode speed is (N - 1) / (T(N) - T(1)), where T(n) is the wall time of a whole request making n tokens;
+T(1) (prefill and the first token) is reported too. Rounds are interleaved (every engine once per prompt
+per round), so a shared machine's load falls on all alike; the median over rounds and prompts is reported.
+Each row's ratio to llama.cpp's plain decoding is the median of the paired ratios (the same prompt in the
 same round, run one after the other, so the load they met was alike), with a bootstrap 95% CI of that
 median: a row is faster than llama.cpp only where the whole CI is above 1. With vLLM in the run, each
 row's ratio to vLLM (the same way) is a column of its own. The load average is printed before and after.
@@ -16,7 +16,12 @@ row's ratio to vLLM (the same way) is a column of its own. The load average is p
                      bfloat16 and int4 process prompts in float32 where the engine finds that faster;
                      int4's output layer on the file's Q8_0 blocks (our 8-bit kernel, AVX-512 VNNI), or
                      in the "bf16-output" rows on the dense bfloat16 weight, as before that kernel
-    llama.cpp:       llama-cpp-python's Llama on the same file (its own Q4_1 kernels), plain
+    llama.cpp:       llama.cpp's own llama-server on the same file (its own Q4_1 kernels, the build `make
+                     llama-cpp` makes: this CPU's instruction sets, AMX off), plain, one slot, prompt cache
+                     off (a full prefill each request, as ours); each request a whole /v1/completions
+                     answer (token ids in, ignore_eos), so T(1) holds an HTTP round trip that the decode
+                     speed's difference cancels; with --llama-spec TYPE also "llama.cpp + TYPE", its own
+                     speculation (--spec-type TYPE, e.g. ngram-mod)
     vLLM:            vLLM's CPU server (`make vllm`'s .venv-vllm, or $LOSSLESS_VLLM_PYTHON) on the file
                      dequantized to a Hugging Face folder, in bfloat16, prefix caching off, its OpenMP
                      threads bound to the first --threads cores; each request a whole /v1/completions
@@ -46,7 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
 from speculative_speed import SUITES
-from third_party import VllmServer, hf_folder, vllm_python
+from third_party import LlamaServer, VllmServer, hf_folder, vllm_python
 
 from lossless.analyze.distribution import describe
 from lossless.engine.cpu import native_bfloat16
@@ -122,23 +127,20 @@ def _runner(engine: Engine) -> Run:
     return run
 
 
-def llama_cpp(path: Path, threads: int, context: int) -> Run:
-    import llama_cpp
-    from llama_cpp import Llama
-
-    # the instruction sets it was built for: a build for AVX2 only leaves an AVX-512 CPU's wider units idle
-    built = llama_cpp.llama_print_system_info().decode().strip(" |")
-    print(
-        f"  llama.cpp {llama_cpp.__version__} from {Path(llama_cpp.__file__).parent}: {built}",
-        file=sys.stderr,
-    )
-    llm = Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_batch=512, verbose=False)
+def llama_cpp(path: Path, threads: int, stack: contextlib.ExitStack, spec: str | None = None) -> Run:
+    """llama.cpp's own server on ``path`` (with ``--spec-type spec`` if given), stopped when ``stack``
+    closes."""
+    extra = ["--spec-type", spec] if spec else []
+    server = stack.enter_context(LlamaServer(path, threads=threads, metrics=False, extra=extra))
+    print(f"  {server.name} {' '.join(extra)}: log {server.log}", file=sys.stderr)
+    http = stack.enter_context(httpx.Client(base_url=server.url, trust_env=False, timeout=600))
 
     def run(ids: list[int], n: int) -> None:
-        llm.reset()  # no prefix reuse from the previous request: a full prefill, as ours does
-        for i, _ in enumerate(llm.generate(ids, top_k=1, temp=0.0, reset=True)):
-            if i + 1 >= n:
-                break
+        body = {"prompt": ids, "max_tokens": n, "temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
+        answer = http.post("/completions", json=body)
+        answer.raise_for_status()
+        made = answer.json()["usage"]["completion_tokens"]
+        assert made == n, f"llama-server made {made} tokens, not {n}"
 
     return run
 
@@ -204,6 +206,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--no-vllm", action="store_true", help="leave vLLM's server out even when installed")
+    ap.add_argument("--llama-spec", default=None, help="also llama-server with --spec-type TYPE, as a peer")
     opts = ap.parse_args()
     with contextlib.ExitStack() as stack:
         compare(opts, stack)
@@ -217,7 +220,9 @@ def compare(opts: argparse.Namespace, stack: contextlib.ExitStack) -> None:
         f"threads {opts.threads}, bfloat16 instructions: {bf16}, load average {os.getloadavg()} before",
         file=sys.stderr,
     )
-    runs = {"llama.cpp": llama_cpp(path, opts.threads, context)}
+    runs = {"llama.cpp": llama_cpp(path, opts.threads, stack)}
+    if opts.llama_spec:
+        runs[f"llama.cpp + {opts.llama_spec}"] = llama_cpp(path, opts.threads, stack, opts.llama_spec)
     if not opts.no_vllm and vllm_python().exists():
         runs["vLLM"] = vllm(path, opts.threads, stack)
     elif not opts.no_vllm:
@@ -225,7 +230,7 @@ def compare(opts: argparse.Namespace, stack: contextlib.ExitStack) -> None:
     runs |= {name: default(path, context) if name == "default" else ours(path, *ROWS[name], context)
              for name in opts.rows}  # fmt: skip
     encoder = Engine.load(path, max_context=context)
-    peers = [peer for peer in ("llama.cpp", "vLLM") if peer in runs]
+    peers = [peer for peer in runs if peer.startswith("llama.cpp") or peer == "vLLM"]
     head = "".join(f"{'vs ' + peer:>14}{'95% CI':>14}" for peer in peers)
     print(f"{'suite':<10}{'engine':<26}{'tok/s':>8}{head}{'T(1) ms':>10}")
     for suite in opts.suites:

@@ -48,8 +48,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
-import third_party
-from third_party import LlamaServer, VllmServer, hf_folder, requantize
+from third_party import LlamaServer, LosslessServer as OursServer, VllmServer, hf_folder, requantize
 
 from lossless import models
 from lossless.client.endpoints import Endpoint
@@ -65,25 +64,6 @@ Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 # ---- the servers ----------------------------------------------------------------------------------------
-
-
-class OursServer(third_party._Server):
-    """`lossless serve` as a user starts it, on the embedded model, compiling nothing (a compile would
-    spend the same two cores the runs measure). Ready once GET /v1/models answers, as /health would: the
-    server binds only after the model is loaded. The compatibility suite's subprocess handling (a log to read
-    after a failure, TERM then KILL) is reused rather than copied, private as it is."""
-
-    start_timeout_s = 900.0  # a compiled server answers once its graphs are built (a cold cache: ~4 min)
-
-    def __init__(self, *extra: str) -> None:
-        port = third_party._free_port()
-        argv = [sys.executable, "-m", "lossless.cli", "serve", "--port", str(port)]
-        compile_ = [] if "--compile" in extra else ["--compile", "off"]
-        super().__init__([*argv, *compile_, *extra], dict(os.environ), port, None)
-
-    def __enter__(self) -> OursServer:
-        super().__enter__()
-        return self
 
 
 def requantized_gguf(kind: str) -> Path:

@@ -1,10 +1,10 @@
 """Servers we did not write, started once for the module that asks each of them many things (they are
-slow to start): llama.cpp's OpenAI server on the embedded GGUF, twice, and on a lower-bit copy made by its
-own quantizer; ``transformers serve`` on a Hugging Face folder of the same model, twice, and once on a
-folder that is greedy-only (as a user's folder usually is); vLLM's CPU server on the same folder, once
-(test_vllm.py holds every test that needs it). Module-scoped, not session-scoped: an idle
-``transformers serve`` kept ~0.5-0.9 of a CPU busy for the rest of the suite, which slowed it and made
-its timed tests flake."""
+slow to start): llama.cpp's own ``llama-server`` on the embedded GGUF and on a Q2_K copy made by its own
+quantizer; llama-cpp-python's OpenAI server on the embedded GGUF, twice, and on the Q2_K copy;
+``transformers serve`` on a Hugging Face folder of the same model, twice, and once on a folder that is
+greedy-only (as a user's folder usually is); vLLM's CPU server on the same folder, once (test_vllm.py
+holds every test that needs it). Module-scoped, not session-scoped: an idle ``transformers serve`` kept
+~0.5-0.9 of a CPU busy for the rest of the suite, which slowed it and made its timed tests flake."""
 
 from __future__ import annotations
 
@@ -13,12 +13,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from third_party import LlamaCppServer, TransformersServer, VllmServer, hf_folder, requantize
+from third_party import LlamaCppServer, LlamaServer, TransformersServer, VllmServer, hf_folder, requantize
 
 
 @pytest.fixture(scope="session")
 def q2k_path(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return requantize(smollm2_path, tmp_path_factory.mktemp("q2k") / "smollm2-q2_k.gguf")
+
+
+@pytest.fixture(scope="module")
+def llama_server(smollm2_path: Path) -> Iterator[LlamaServer]:
+    """llama-server with one thread (its threads spin while they wait for each other: two on two cores
+    shared with the client and other servers ran several times slower) and 4 slots, so that verify's
+    requests in flight are decoded together."""
+    with LlamaServer(smollm2_path, parallel=4) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def llama_server_q2k(q2k_path: Path) -> Iterator[LlamaServer]:
+    with LlamaServer(q2k_path, parallel=4) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

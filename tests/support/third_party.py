@@ -197,8 +197,8 @@ class _Server:
 
 class LlamaServer(_Server):
     """llama.cpp's own C++ server (``llama-server``) on one GGUF: ``threads`` threads, ``parallel``
-    slots sharing a ``context`` of ``parallel`` x 2048 tokens, Prometheus counters on ``/metrics``, and
-    the model's own chat template through jinja (tool calls). ``extra``: more of its flags, e.g.
+    slots of 2048 tokens each, Prometheus counters on ``/metrics`` (unless not ``metrics``), and the
+    model's own chat template through jinja (tool calls). ``extra``: more of its flags, e.g.
     ``["--spec-type", "ngram-mod"]``."""
 
     ready_path = "/health"  # /v1/models answers while the model still loads; /health says 503 then
@@ -209,6 +209,7 @@ class LlamaServer(_Server):
         *,
         threads: int = 1,
         parallel: int = 1,
+        metrics: bool = True,
         log: Path | None = None,
         extra: Sequence[str] = (),
     ) -> None:
@@ -216,7 +217,7 @@ class LlamaServer(_Server):
         port = _free_port()
         argv = [str(program), "--model", str(model), "--host", "127.0.0.1", "--port", str(port)]
         argv += ["--threads", str(threads), "--parallel", str(parallel), "--ctx-size", str(2048 * parallel)]
-        argv += ["--metrics", "--jinja", "--no-webui", *extra]
+        argv += ["--metrics"] * metrics + ["--jinja", "--no-webui", *extra]
         super().__init__(argv, llama_cpp_env(), port, log)
         self.model_id = model.name  # what its /v1/models lists (the file's name)
         self.version = llama_server_version()
@@ -261,6 +262,28 @@ class LlamaCppServer(_Server):
 
     def __enter__(self) -> LlamaCppServer:
         super().__enter__()
+        return self
+
+
+class LosslessServer(_Server):
+    """``lossless serve`` as a user starts it, a subprocess on the embedded model (``extra``: more of its
+    flags), compiling nothing unless ``--compile`` is among them: a compile would spend the cores that
+    the other servers and the client need. Ready once GET /v1/models answers: it binds only after the
+    model is loaded."""
+
+    start_timeout_s = 900.0  # compiled, it answers once its graphs are built (a cold cache: ~4 min)
+
+    def __init__(self, *extra: str, log: Path | None = None) -> None:
+        port = _free_port()
+        argv = [sys.executable, "-m", "lossless.cli", "serve", "--port", str(port)]
+        compiled = [] if "--compile" in extra else ["--compile", "off"]
+        super().__init__([*argv, *compiled, *extra], _env(), port, log)
+        self.name = "lossless serve"
+
+    def __enter__(self) -> LosslessServer:
+        super().__enter__()
+        with httpx.Client(trust_env=False, timeout=5) as http:
+            self.model_id = http.get(self.url + "/models").json()["data"][0]["id"]
         return self
 
 
@@ -346,7 +369,9 @@ class VllmServer(_Server):
 
 # ~1,300 tokens: a prompt long enough for the matrix kernels a short one never reaches (a native build's
 # AMX code died there with SIGILL, on the first long prompt of the suite)
-LONG_PROMPT = "Summarise the following notes in one sentence.\n" + "The river rose and fell with the seasons. " * 140
+LONG_PROMPT = (
+    "Summarise the following notes in one sentence.\n" + "The river rose and fell with the seasons. " * 140
+)
 
 
 def check(model: Path) -> None:
@@ -356,7 +381,9 @@ def check(model: Path) -> None:
             body = {"model": server.model_id, "prompt": LONG_PROMPT, "max_tokens": 8, "temperature": 0}
             got = http.post(server.url + "/completions", json=body)
             if got.status_code != 200 or server.proc.poll() is not None:
-                raise RuntimeError(f"{server.name} failed a long prompt ({got.status_code}):\n{server._tail()}")
+                raise RuntimeError(
+                    f"{server.name} failed a long prompt ({got.status_code}):\n{server._tail()}"
+                )
             print(f"{server.name}: answered a {len(LONG_PROMPT)}-character prompt", file=sys.stderr)
 
 
