@@ -35,7 +35,7 @@ class RequestRecord:
     attempt: int  # 0 for the first try; retries count up
     prompt_id: str  # workload prompt id (same id on every endpoint)
     prompt_class: str  # suite label, e.g. "short", "long", "len-1k"
-    api: str  # "chat", "completions", "responses" or "messages" (client.apis)
+    api: str  # "chat", "completions", "responses" or "messages" (client.api_names)
     stream: bool
     warmup: bool  # excluded from results
     load: str  # load level label, e.g. "c=4" or "rate=2.0"

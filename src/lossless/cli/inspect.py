@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
-    CHAT_APIS,
     SECONDS,
     SEED,
     SEED_HELP,
@@ -22,6 +21,7 @@ from lossless.cli.common import (
     renamed,
     wrote,
 )
+from lossless.client.api_names import CHAT_APIS
 from lossless.inspect.options import InspectOptions
 from lossless.rundir import INSPECT, INSPECT_PAGE
 

@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
-    CHAT_APIS,
     SECONDS,
     SEED,
     SEED_HELP,
@@ -21,6 +20,7 @@ from lossless.cli.common import (
     outputs,
     wrote,
 )
+from lossless.client.api_names import CHAT_APIS
 from lossless.rundir import TASKS
 from lossless.tasks.options import TasksOptions
 from lossless.validate import MAX_CONCURRENCY

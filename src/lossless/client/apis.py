@@ -14,13 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lossless.client.api_names import NATIVE, PATHS
 from lossless.client.endpoints import Endpoint, api_key
 from lossless.client.http import Session
 
-APIS = ("chat", "completions", "responses", "messages")
-PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses",
-         "messages": "/messages"}  # fmt: skip
-NATIVE = frozenset({"responses", "messages"})  # rewritten from a chat body, read through native.py
 ANTHROPIC_VERSION = "2023-06-01"  # the Messages API's one stable version header
 MESSAGES_MAX_TOKENS = 4096  # Messages requires max_tokens: what a chat body that names none gets
 

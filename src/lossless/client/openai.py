@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lossless.client.apis import NATIVE, native_body
+from lossless.client.api_names import NATIVE
+from lossless.client.apis import native_body
 from lossless.client.endpoints import Endpoint
 from lossless.client.prompt import Prompt
 from lossless.records import CONTENT, EMPTY, REASONING, TOOL, USAGE

@@ -17,7 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lossless.client.answer import Answer, MalformedStream, StreamError
-from lossless.client.apis import NATIVE, PATHS, native_body, session as api_session
+from lossless.client.api_names import NATIVE, PATHS
+from lossless.client.apis import native_body, session as api_session
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Session, TransportError, unreachable
 from lossless.client.openai import error_of, stream_usage

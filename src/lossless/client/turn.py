@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lossless.client.answer import Answer, MalformedStream, StreamError, ToolCall
-from lossless.client.apis import PATHS
+from lossless.client.api_names import PATHS
 from lossless.client.http import Session, TransportError
 from lossless.client.openai import error_of
 from lossless.client.sse import read_events
