@@ -13,9 +13,10 @@ protocol.py     ``parse()``: request bodies -> ``ApiRequest``, or a 400 (n, alia
 encode.py       ``tokenize()``: a request's prompt -> token ids within the context, off the event loop
 tool_calls.py   ``apply()``: tools, tool_choice and response_format in; calls read back out of text
 tool_stream.py  ``CallStream``: tool calls read out of a stream as they are generated
-scheduler.py    ``Worker``: the bounded FIFO queue, each job on a thread that ends with it
-responses.py    ``complete()``, ``stream()``: a job's events -> a JSON body or an SSE stream; ``pieces()``
-                for the translated APIs
+jobs.py         ``EngineJob``: one request's work for the engine thread, and the events it hands back
+worker.py       ``Worker``: the bounded FIFO queue, each job on a thread that ends with it
+replies.py      ``complete()``, ``stream()``: a job's events -> a JSON body or an SSE stream
+pieces.py       ``pieces()``, ``answer()``: a job's events as the translated APIs read them
 bodies.py       OpenAI response and chunk bodies, both log-probability formats
 translate.py    ``chat_request()``: another API's request, translated, parsed by the chat path
 dialects.py     ``Dialect``, ``answer()``: the translated APIs, and errors in each one's shape

@@ -31,8 +31,8 @@ from starlette.responses import JSONResponse
 
 from lossless.server import translate
 from lossless.server.bodies import Head
+from lossless.server.pieces import Answer, Ending
 from lossless.server.protocol import ApiRequest, InvalidRequest
-from lossless.server.responses import Answer, Ending
 from lossless.server.translate import object_at, string_at
 
 HONOURED = frozenset(

@@ -18,9 +18,9 @@ from typing import Any
 
 from lossless.server.anthropic_messages import STOP_REASONS, error_body, message, tool_use_id
 from lossless.server.bodies import Head
+from lossless.server.jobs import Failed
+from lossless.server.pieces import Ending, Piece
 from lossless.server.protocol import ApiRequest
-from lossless.server.responses import Ending, Piece
-from lossless.server.scheduler import Failed
 
 
 def event(kind: str, data: dict[str, Any]) -> bytes:

@@ -30,12 +30,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lossless.engine.engine import Engine
-from lossless.server import dialects, encode, protocol, responses, tool_calls, translate
+from lossless.server import dialects, encode, protocol, replies, tool_calls, translate
 from lossless.server.bodies import Head
 from lossless.server.exposition import CONTENT_TYPE, ServerMetrics
+from lossless.server.jobs import EngineJob, Failed
 from lossless.server.limits import DEFAULT_LIMITS, BodyGuard, Limits
 from lossless.server.protocol import Api, ApiRequest, InvalidRequest
-from lossless.server.scheduler import EngineJob, Failed, QueueFull, ShuttingDown, Worker
+from lossless.server.worker import QueueFull, ShuttingDown, Worker
 
 _ROUTES = (
     *("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"),
@@ -203,14 +204,14 @@ async def _generate(request: Request, api: Api) -> Response:
     head = Head(prefix + uuid.uuid4().hex, served.name, int(time.time()), served.fingerprint)
     headers = {"x-lossless-ignored-params": protocol.ignored_header(req.ignored)}
     if not req.stream:
-        return await responses.complete(req, job, head, prompt.text, request.receive, withdraw, headers)
-    first = await responses.until_started(job, request.receive, withdraw)
+        return await replies.complete(req, job, head, prompt.text, request.receive, withdraw, headers)
+    first = await replies.until_started(job, request.receive, withdraw)
     if first is None:  # the client left while queued; nobody will read this
         return Response(status_code=499)
     if isinstance(first, Failed):  # the server is shutting down: the headers are not sent yet, so a 503
-        return responses.failure_response(first, headers)
-    headers["server-timing"] = responses.server_timing(first.queue_s)
-    return responses.SSEResponse(responses.stream(req, job, head, prompt.text), withdraw, headers)
+        return replies.failure_response(first, headers)
+    headers["server-timing"] = replies.server_timing(first.queue_s)
+    return replies.SSEResponse(replies.stream(req, job, head, prompt.text), withdraw, headers)
 
 
 async def _admit(

@@ -17,14 +17,15 @@ from lossless.server import (
     anthropic_messages,
     anthropic_stream,
     openai_responses,
+    pieces,
     protocol,
-    responses,
+    replies,
     responses_stream,
 )
 from lossless.server.bodies import Head
+from lossless.server.jobs import EngineJob, Failed
+from lossless.server.pieces import Answer, Piece
 from lossless.server.protocol import ApiRequest
-from lossless.server.responses import Answer, Piece
-from lossless.server.scheduler import EngineJob, Failed
 
 MESSAGES_PATH = "/v1/messages"  # errors there are in Anthropic's shape
 
@@ -55,7 +56,7 @@ def error(
     """An error body in the shape of the API at ``path``: Anthropic's on /v1/messages, else OpenAI's."""
     if path == MESSAGES_PATH:
         return anthropic_messages.error_response(status, message, headers)
-    return responses.error_response(status, message, kind=kind, code=code, headers=headers)
+    return replies.error_response(status, message, kind=kind, code=code, headers=headers)
 
 
 def failure(path: str, failed: Failed, headers: dict[str, str]) -> JSONResponse:
@@ -76,16 +77,16 @@ async def answer(
     headers = {"x-lossless-ignored-params": protocol.ignored_header(req.ignored)}
     path = request.url.path
     if not req.stream:
-        got = await responses.collect(req, job, "", request.receive, withdraw)
+        got = await replies.collect(req, job, "", request.receive, withdraw)
         headers["server-timing"] = got.timing()
         if got.finished is None:  # the engine raised, or shutdown cut the generation
             return failure(path, got.failed or Failed("generation failed"), headers)
-        return JSONResponse(dialect.body(req, head, responses.answer(got, job, tokenizer)), headers=headers)
-    first = await responses.until_started(job, request.receive, withdraw)
+        return JSONResponse(dialect.body(req, head, pieces.answer(got, job, tokenizer)), headers=headers)
+    first = await replies.until_started(job, request.receive, withdraw)
     if first is None:  # the client left while queued; nobody will read this
         return Response(status_code=499)
     if isinstance(first, Failed):  # the server is shutting down: the headers are not sent yet, so a 503
         return failure(path, first, headers)
-    headers["server-timing"] = responses.server_timing(first.queue_s)
-    events = dialect.events(req, head, len(job.prompt_ids), responses.pieces(req, job, tokenizer))
-    return responses.SSEResponse(events, withdraw, headers)
+    headers["server-timing"] = replies.server_timing(first.queue_s)
+    events = dialect.events(req, head, len(job.prompt_ids), pieces.pieces(req, job, tokenizer))
+    return replies.SSEResponse(events, withdraw, headers)

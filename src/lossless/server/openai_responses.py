@@ -28,8 +28,8 @@ from typing import Any
 
 from lossless.server import translate
 from lossless.server.bodies import Head
+from lossless.server.pieces import Answer, Ending
 from lossless.server.protocol import ApiRequest, InvalidRequest
-from lossless.server.responses import Answer, Ending
 from lossless.server.translate import object_at, string_at
 
 HONOURED = frozenset(

@@ -23,10 +23,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from lossless.server.bodies import Head
+from lossless.server.jobs import Failed
 from lossless.server.openai_responses import call_item, message_item, new_id, response
+from lossless.server.pieces import Ending, Piece
 from lossless.server.protocol import ApiRequest
-from lossless.server.responses import Ending, Piece
-from lossless.server.scheduler import Failed
 
 
 def event(kind: str, sequence: int, fields: dict[str, Any]) -> bytes:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from lossless.engine.engine import Delta
-from lossless.server import anthropic_messages, anthropic_stream, responses, tool_calls
+from lossless.server import anthropic_messages, anthropic_stream, pieces, tool_calls
 from lossless.server.bodies import Head
+from lossless.server.jobs import EngineJob, Event, Failed, Finished
 from lossless.server.protocol import ApiRequest, InvalidRequest, parse
-from lossless.server.scheduler import EngineJob, Event, Failed, Finished
 
 MODEL = "m"
 HEAD = Head("msg_1", MODEL, 0, "fp")
@@ -156,8 +156,8 @@ def stream(req: ApiRequest, events: list[Event]) -> list[tuple[str, dict[str, An
         job = EngineJob([1, 2, 3], req.params, asyncio.get_running_loop())
         for event in events:
             job.events.put_nowait(event)
-        pieces = responses.pieces(req, job, Tokenizer())  # type: ignore[arg-type]
-        return [b async for b in anthropic_stream.events(req, HEAD, 3, pieces)]
+        read = pieces.pieces(req, job, Tokenizer())  # type: ignore[arg-type]
+        return [b async for b in anthropic_stream.events(req, HEAD, 3, read)]
 
     out = b"".join(asyncio.run(main())).decode()
     blocks = [b.split("\n") for b in out.strip().split("\n\n")]

@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from lossless.engine.engine import Delta
-from lossless.server import responses
+from lossless.server import replies
 from lossless.server.bodies import Head
+from lossless.server.jobs import EngineJob, Event, Finished
 from lossless.server.protocol import ApiRequest, parse
-from lossless.server.scheduler import EngineJob, Event, Finished
 
 MODEL = "m"
 HEAD = Head("chatcmpl-1", MODEL, 0, "fp")
@@ -29,7 +29,7 @@ def chunks(req: ApiRequest, events: list[Event]) -> list[dict[str, Any]]:
         job = EngineJob([1, 2, 3], req.params, asyncio.get_running_loop())
         for event in events:
             job.events.put_nowait(event)
-        return [chunk async for chunk in responses.stream(req, job, HEAD, "")]
+        return [chunk async for chunk in replies.stream(req, job, HEAD, "")]
 
     out = b"".join(asyncio.run(main())).decode()
     return [json.loads(line[6:]) for line in out.splitlines() if line.startswith("data: {")]

@@ -14,6 +14,7 @@ import pytest
 from lossless.engine.engine import Delta
 from lossless.engine.model.sampling import SamplingParams
 from lossless.server.exposition import ServerMetrics
+from lossless.server.jobs import EngineJob, Event, Failed, Finished, Started
 from lossless.server.protocol import (
     IGNORED_HEADER_BYTES,
     MIN_JSON_VALUES,
@@ -22,16 +23,7 @@ from lossless.server.protocol import (
     parse,
     parse_json,
 )
-from lossless.server.scheduler import (
-    EngineJob,
-    Event,
-    Failed,
-    Finished,
-    QueueFull,
-    ShuttingDown,
-    Started,
-    Worker,
-)
+from lossless.server.worker import QueueFull, ShuttingDown, Worker
 
 
 def test_the_ignored_header_lists_safe_names_and_counts_the_rest() -> None:

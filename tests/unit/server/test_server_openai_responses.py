@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from lossless.engine.engine import Delta
-from lossless.server import openai_responses, responses, responses_stream, tool_calls
+from lossless.server import openai_responses, pieces, responses_stream, tool_calls
 from lossless.server.bodies import Head
+from lossless.server.jobs import EngineJob, Event, Failed, Finished
 from lossless.server.protocol import ApiRequest, InvalidRequest, parse
-from lossless.server.scheduler import EngineJob, Event, Failed, Finished
 
 MODEL = "m"
 HEAD = Head("resp_1", MODEL, 0, "fp")
@@ -120,8 +120,8 @@ def stream(req: ApiRequest, events: list[Event]) -> list[dict[str, Any]]:
         job = EngineJob([1, 2, 3], req.params, asyncio.get_running_loop())
         for event in events:
             job.events.put_nowait(event)
-        pieces = responses.pieces(req, job, TOKENIZER)  # type: ignore[arg-type]
-        return [b async for b in responses_stream.events(req, HEAD, 3, pieces)]
+        read = pieces.pieces(req, job, TOKENIZER)  # type: ignore[arg-type]
+        return [b async for b in responses_stream.events(req, HEAD, 3, read)]
 
     out = b"".join(asyncio.run(main())).decode()
     blocks = [b.split("\n") for b in out.strip().split("\n\n")]

@@ -13,7 +13,8 @@ import pytest
 from lossless.engine.engine import Delta
 from lossless.engine.model.sampling import SamplingParams
 from lossless.server.exposition import ServerMetrics
-from lossless.server.scheduler import EngineJob, Event, Failed, Finished, QueueFull, Started, Worker
+from lossless.server.jobs import EngineJob, Event, Failed, Finished, Started
+from lossless.server.worker import QueueFull, Worker
 
 
 class ScriptedEngine:

@@ -1,5 +1,5 @@
-"""A job's events -> one OpenAI response: a JSON body, or an SSE stream; for the translated APIs
-(dialects.py), the same events as an ``Answer`` or as ``pieces()``, which their encoders shape.
+"""A job's events -> one OpenAI response: a JSON body, or an SSE stream. The translated APIs
+(``dialects/``) read the same events through ``Collected`` and answer with the same helpers.
 
 Headers: ``server-timing`` carries ``queue``, ``prefill`` and ``decode`` durations (ms) on JSON
 responses. A stream's headers leave before generation starts, so they carry only ``queue`` (the
@@ -17,11 +17,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from lossless.engine.engine import Delta
-from lossless.engine.model.tokenizer import Tokenizer
 from lossless.server import bodies, tool_calls, tool_stream
 from lossless.server.bodies import Head, LegacyLogprobs, Usage
+from lossless.server.jobs import EngineJob, Event, Failed, Finished, Scored, Started
 from lossless.server.protocol import ApiRequest
-from lossless.server.scheduler import EngineJob, Event, Failed, Finished, Scored, Started
 
 
 def server_timing(queue_s: float | None, finished: Finished | None = None) -> str:
@@ -152,7 +151,7 @@ async def complete(
     headers = {**headers, "server-timing": got.timing()}
     if got.finished is None:  # so got.failed is set: the engine raised, or shutdown cut the generation
         return failure_response(got.failed or Failed("generation failed"), headers)
-    finish = _finish_reason(got.finished)
+    finish = reported_finish(got.finished)
     usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
     if req.api == "chat":
         logprobs = got.chat_logprobs if req.logprobs is not None else None
@@ -165,7 +164,7 @@ async def complete(
     return JSONResponse(body, headers=headers)
 
 
-def _finish_reason(finished: Finished) -> str:
+def reported_finish(finished: Finished) -> str:
     # "cancelled" only happens once the client is gone; nobody reads it, but keep the body OpenAI-shaped.
     return "stop" if finished.finish_reason == "cancelled" else finished.finish_reason
 
@@ -261,93 +260,6 @@ def _call_chunk(
     return bodies.chat_chunk(
         head, content, finish_reason=finish, logprobs=logprobs, with_usage=req.include_usage
     )
-
-
-# --- the newer APIs (Responses, Messages): the same events, as pieces their encoders turn into shapes ---
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How a generation ended, in the terms the chat API reports it."""
-
-    finish: str  # stop | length | tool_calls
-    stop_sequence: str | None  # the stop sequence that ended it; None: end of turn, a call or the length
-    usage: Usage  # the counts the chat API reports for the same request
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One step of a stream: what to show now, read for tool calls as a chat stream is."""
-
-    text: str = ""  # content
-    calls: tuple[dict[str, Any], ...] = ()  # tool-call deltas in the chat format (tool_stream.py)
-    logprobs: tuple[dict[str, Any], ...] = ()  # the chat format's entries for this piece, when asked
-    tokens: int = 0  # completion tokens so far
-    end: Ending | None = None  # set on the last piece only
-
-
-async def pieces(req: ApiRequest, job: EngineJob, tokenizer: Tokenizer) -> AsyncIterator[Piece | Failed]:
-    """A started job's events -> pieces, ending with a piece that has ``end`` set, or a ``Failed``."""
-    got = Collected(req, "")
-    if req.structured is not None and req.structured.calls:
-        got.calls = tool_stream.CallStream(req.structured.parallel)
-    while True:
-        event = await job.events.get()
-        got.add(event)
-        if isinstance(event, Failed):
-            yield event
-            return
-        if isinstance(event, Finished):
-            text = got.calls.flush() if got.calls is not None else ""
-            called = got.calls is not None and got.calls.calls > 0
-            yield Piece(text, tokens=event.completion_tokens, end=ending(got, job, tokenizer, called))
-            return
-        if isinstance(event, Delta):
-            text, found = got.calls.feed(event.text) if got.calls is not None else (event.text, [])
-            logprobs = bodies.chat_logprobs(event.logprobs) if req.logprobs is not None else []
-            if text or found or logprobs:
-                yield Piece(text, tuple(found), tuple(logprobs), got.tokens)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A whole answer, read for tool calls as the chat path reads it."""
-
-    content: str  # the text outside the calls
-    calls: list[tool_calls.ToolCall]
-    logprobs: list[dict[str, Any]]  # the chat format's, when asked
-    end: Ending
-
-
-def answer(got: Collected, job: EngineJob, tokenizer: Tokenizer) -> Answer:
-    content, calls = "".join(got.text), list[tool_calls.ToolCall]()
-    if got.req.structured is not None:
-        content, calls = tool_calls.answer(content, got.req.structured)
-    return Answer(content, calls, got.chat_logprobs, ending(got, job, tokenizer, bool(calls)))
-
-
-def ending(got: Collected, job: EngineJob, tokenizer: Tokenizer, called: bool) -> Ending:
-    """``got`` finished; ``called``: the answer holds tool calls."""
-    assert got.finished is not None
-    finish = _finish_reason(got.finished)
-    if finish == "stop" and called:
-        finish = "tool_calls"
-    ids = [i for d in got.deltas for i in d.token_ids]
-    stop = stop_sequence(got.req, "".join(got.text), ids, tokenizer) if finish == "stop" else None
-    return Ending(finish, stop, Usage(len(job.prompt_ids), got.finished.completion_tokens))
-
-
-def stop_sequence(req: ApiRequest, text: str, ids: list[int], tokenizer: Tokenizer) -> str | None:
-    """Which of the request's stop sequences ended a generation that stopped on one (its text, cut
-    before it, is ``text``); None when it ended on an end-of-turn token. The engine reports only that
-    it stopped, so the generated tokens are decoded again to find the sequence after the text."""
-    stops = req.params.stop
-    if not stops or not ids or (ids[-1] in tokenizer.eos_ids and not req.params.ignore_eos):
-        return None
-    if len(stops) == 1:
-        return stops[0]
-    decoded = tokenizer.decode(ids)
-    return next((s for s in stops if decoded.startswith(s, len(text))), None)
 
 
 class SSEResponse(StreamingResponse):

@@ -1,10 +1,8 @@
 """One thread per server runs the engine's work; requests wait for it in a bounded FIFO queue. (Two
 servers on one engine - verify's and demo's plain and speculative ones - take turns on its lock.)
 
-The event loop never waits on the engine: each ``EngineJob`` (one request's work for the engine thread)
-carries its loop and an ``asyncio.Queue``, and the worker hands every event over with
-``loop.call_soon_threadsafe``. Every job's events end with exactly one ``Finished`` or ``Failed``, even a
-job cancelled while it was still queued, so a handler waiting on its queue always wakes up.
+Each request is an ``EngineJob`` (``server/jobs.py``), whose events the worker hands back to the event
+loop as they come.
 
 A job whose client leaves while it waits is taken out of the queue at once (``withdraw``): its slot is
 free for the next client. On shutdown (``begin_shutdown``) the waiting jobs fail with a 503 at once, the
@@ -13,19 +11,19 @@ running one may finish within a grace period and fails with a 503 if it does not
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from lossless.engine.engine import Delta, Engine, TokenLogprob
-from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.engine import Engine
 from lossless.engine.torch_thread import in_fresh_thread
 from lossless.server.exposition import ServerMetrics
+from lossless.server.jobs import EngineJob, Failed, Finished, Scored, Started
+
+SHUTTING_DOWN = "the server is shutting down"
 
 
 class QueueFull(Exception):
@@ -36,56 +34,8 @@ class QueueFull(Exception):
         self.retry_after_s = retry_after_s
 
 
-@dataclass(frozen=True)
-class Started:
-    queue_s: float  # admission -> the worker picked the job up
-
-
-@dataclass(frozen=True)
-class Scored:
-    logprobs: list[TokenLogprob | None]  # the prompt's, for echo
-
-
-@dataclass(frozen=True)
-class Finished:
-    finish_reason: str
-    completion_tokens: int
-    prefill_s: float | None  # generation start -> first delta; None when nothing was generated
-    decode_s: float  # generation start -> last delta
-    stats: Mapping[str, Any] = field(default_factory=dict)
-
-
-SHUTTING_DOWN = "the server is shutting down"
-
-
-@dataclass(frozen=True)
-class Failed:
-    message: str
-    status: int = 500  # what a client that has no response yet is answered with
-
-
 class ShuttingDown(Exception):
     """Raised to the handler, which answers 503: the server takes no new work once shutdown began."""
-
-
-Event = Started | Scored | Delta | Finished | Failed
-
-
-@dataclass(eq=False)  # identity: withdraw() finds a job in the queue by it
-class EngineJob:
-    prompt_ids: list[int]
-    params: SamplingParams
-    loop: asyncio.AbstractEventLoop
-    score_top: int | None = None  # score the prompt first (echo with logprobs) with this many alternatives
-    events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
-    cancel: threading.Event = field(default_factory=threading.Event)
-    admitted: float = field(default_factory=time.perf_counter)
-
-    def emit(self, event: Event) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self.events.put_nowait, event)
-        except RuntimeError:  # the loop is closed: the server is going down, nobody is listening
-            self.cancel.set()
 
 
 class Worker:
