@@ -2,7 +2,8 @@
 
 A room is a top-level package or module of ``lossless`` (``bench/``, ``rundir.py``). The rooms stand in
 ``LAYERS``, top first: a module imports its own room, or rooms of lower layers, never a room of its own
-layer or one above (inside ``engine/``, its parts stand the same way in ``ENGINE``). An import counts
+layer or one above (inside ``engine/`` and ``server/``, their parts stand the same way in ``ENGINE`` and
+``SERVER``). An import counts
 wherever it stands (a lazy import inside a function too: it still ties the two modules together),
 except under ``if TYPE_CHECKING:``, which never runs.
 """
@@ -44,6 +45,15 @@ ENGINE: tuple[tuple[str, ...], ...] = (  # engine/'s parts, top first
     ("weights",),  # checkpoints read, int4 blocks and their kernels
     ("model",),  # the network, sampling, generation, the tokenizer
     ("cpu", "torch_thread"),  # what this CPU computes; torch work on threads that end with it
+)
+SERVER: tuple[tuple[str, ...], ...] = (  # server/'s parts, top first
+    ("launch", "precompile"),  # the server inside another command; the compile child process
+    ("main",),  # lossless serve: the model loaded, the socket bound, uvicorn run
+    ("compiling",),  # --compile background|wait
+    ("http",),  # the ASGI app, its limits, the queue and its worker thread, /metrics
+    ("dialects",),  # the APIs translated into chat requests
+    ("openai",),  # OpenAI's chat and completions
+    ("jobs", "options"),  # a request's work for the engine thread; what lossless serve was asked
 )
 
 
@@ -173,12 +183,15 @@ def test_every_room_stands_in_one_layer() -> None:
     assert {_room(m) for m in MODULES} == set(listed)
     engine = [part for parts in ENGINE for part in parts]
     assert {_room(m, 2) for m in MODULES if m.startswith("lossless.engine.")} == set(engine)
+    server = [part for parts in SERVER for part in parts]
+    assert {_room(m, 2) for m in MODULES if m.startswith("lossless.server.")} == set(server)
 
 
 def test_imports_run_down_the_layers() -> None:
     graph = _graph()
     assert _against_the_layers(graph, LAYERS) == []
     assert _against_the_layers(graph, ENGINE, depth=2, inside="lossless.engine.") == []
+    assert _against_the_layers(graph, SERVER, depth=2, inside="lossless.server.") == []
 
 
 def test_an_import_up_or_sideways_is_caught() -> None:

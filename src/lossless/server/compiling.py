@@ -25,7 +25,7 @@ from pathlib import Path
 from lossless.engine.compile_cache import CompileCache, compile_aside, compile_cache
 from lossless.engine.engine import Engine
 from lossless.models import home
-from lossless.server.app import fingerprint
+from lossless.server.http.app import fingerprint
 from lossless.server.options import ServeOptions
 
 

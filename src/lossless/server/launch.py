@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lossless.errors import EndpointError
-from lossless.server.limits import DEFAULT_LIMITS, Limits
+from lossless.server.http.limits import DEFAULT_LIMITS, Limits
 from lossless.server.main import (
     LoadedModel,
     bind,

@@ -17,10 +17,10 @@ from lossless.engine.speculate.spec import parse_drafter_spec, resolve_drafter
 from lossless.engine.torch_thread import in_fresh_thread
 from lossless.engine.weights.dtype import resolve_dtype
 from lossless.errors import UsageError
-from lossless.server.app import RequestContext, create_app
 from lossless.server.compiling import BackgroundCompile, child_config, compile_now, engine_cache
-from lossless.server.connection import guarded_h11
-from lossless.server.limits import DEFAULT_LIMITS, Limits
+from lossless.server.http.app import RequestContext, create_app
+from lossless.server.http.connection import guarded_h11
+from lossless.server.http.limits import DEFAULT_LIMITS, Limits
 from lossless.server.options import ServeOptions
 
 _EVERYWHERE = ("", "0.0.0.0", "::")  # wildcard addresses: bound on every interface

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from lossless.server.http.limits import MAX_BODY_BYTES, Limits
 from lossless.server.launch import start_embedded
-from lossless.server.limits import MAX_BODY_BYTES, Limits
 from lossless.server.main import LoadedModel, load_model
 from lossless.server.options import ServeOptions
 

@@ -174,7 +174,7 @@ def test_our_servers_verify_steps_are_read_from_its_metrics() -> None:
     """The mean accepted length needs the step count, which our server exports by accepted count."""
     from lossless.analyze.server_side import spec_stats
     from lossless.client.prometheus import parse_counters
-    from lossless.server.exposition import ServerMetrics
+    from lossless.server.http.metrics import ServerMetrics
 
     metrics = ServerMetrics()
     before = parse_counters(metrics.render())

@@ -1,6 +1,6 @@
 """Anthropic's Messages API (``POST /v1/messages``) over the chat path: a request -> the chat request
 that asks the same (``parse``), a finished generation -> a Message (``body``), a refusal -> the API's
-error body (``error_response``); its stream is anthropic_stream.py.
+error body (``error_response``); its stream is anthropic_messages_stream.py.
 
 Translation: ``system`` (a string or text blocks) is a system message; a ``user`` turn's
 ``tool_result`` blocks are tool turns (before its text, if it has any), an ``assistant`` turn's
@@ -29,11 +29,11 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from lossless.server import translate
-from lossless.server.bodies import Head
-from lossless.server.pieces import Answer, Ending
-from lossless.server.protocol import ApiRequest, InvalidRequest
-from lossless.server.translate import object_at, string_at
+from lossless.server.dialects import translate
+from lossless.server.dialects.pieces import Answer, Ending
+from lossless.server.dialects.translate import object_at, string_at
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest, InvalidRequest
 
 HONOURED = frozenset(
     {

@@ -1,6 +1,6 @@
 """What the newer APIs' translators share: a chat request built from another API's body, parsed by the
-chat path itself (protocol.py, tool_calls.py), so that the same fields mean the same sampling, tools and
-limits, and its refusals spoken in the other API's names.
+chat path itself (``openai/protocol.py``, ``openai/tool_calls.py``), so that the same fields mean the
+same sampling, tools and limits, and its refusals spoken in the other API's names.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from lossless.server import protocol, tool_calls
-from lossless.server.protocol import ApiRequest, InvalidRequest
+from lossless.server.openai import protocol, tool_calls
+from lossless.server.openai.protocol import ApiRequest, InvalidRequest
 
 
 def chat_request(

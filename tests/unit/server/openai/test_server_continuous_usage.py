@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from lossless.engine.engine import Delta
-from lossless.server import replies
-from lossless.server.bodies import Head
 from lossless.server.jobs import EngineJob, Event, Finished
-from lossless.server.protocol import ApiRequest, parse
+from lossless.server.openai import replies
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest, parse
 
 MODEL = "m"
 HEAD = Head("chatcmpl-1", MODEL, 0, "fp")

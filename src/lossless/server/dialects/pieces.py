@@ -11,11 +11,11 @@ from typing import Any
 
 from lossless.engine.engine import Delta
 from lossless.engine.model.tokenizer import Tokenizer
-from lossless.server import bodies, tool_calls, tool_stream
-from lossless.server.bodies import Usage
 from lossless.server.jobs import EngineJob, Failed, Finished
-from lossless.server.protocol import ApiRequest
-from lossless.server.replies import Collected, reported_finish
+from lossless.server.openai import bodies, tool_calls, tool_stream
+from lossless.server.openai.bodies import Usage
+from lossless.server.openai.protocol import ApiRequest
+from lossless.server.openai.replies import Collected, reported_finish
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Piece:
     """One step of a stream: what to show now, read for tool calls as a chat stream is."""
 
     text: str = ""  # content
-    calls: tuple[dict[str, Any], ...] = ()  # tool-call deltas in the chat format (tool_stream.py)
+    calls: tuple[dict[str, Any], ...] = ()  # tool-call deltas in the chat format (``openai/tool_stream.py``)
     logprobs: tuple[dict[str, Any], ...] = ()  # the chat format's entries for this piece, when asked
     tokens: int = 0  # completion tokens so far
     end: Ending | None = None  # set on the last piece only

@@ -95,7 +95,7 @@ class ApiRequest:
     logprobs: int | None = None  # None: no logprobs; else how many alternatives per token
     ignored: tuple[str, ...] = ()  # fields accepted but not honoured
     structured: Any = None  # chat: tools.Structured (tools, tool_choice, response_format), else None
-    dialect: Any = None  # a Responses request: what its Response echoes (openai_responses.py)
+    dialect: Any = None  # a Responses request: what its Response echoes (``dialects/openai_responses.py``)
 
 
 def max_json_values(max_context: int) -> int:

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from lossless.engine.engine import Delta
-from lossless.server import anthropic_messages, anthropic_stream, pieces, tool_calls
-from lossless.server.bodies import Head
+from lossless.server.dialects import anthropic_messages, anthropic_messages_stream, pieces
 from lossless.server.jobs import EngineJob, Event, Failed, Finished
-from lossless.server.protocol import ApiRequest, InvalidRequest, parse
+from lossless.server.openai import tool_calls
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest, InvalidRequest, parse
 
 MODEL = "m"
 HEAD = Head("msg_1", MODEL, 0, "fp")
@@ -157,7 +158,7 @@ def stream(req: ApiRequest, events: list[Event]) -> list[tuple[str, dict[str, An
         for event in events:
             job.events.put_nowait(event)
         read = pieces.pieces(req, job, Tokenizer())  # type: ignore[arg-type]
-        return [b async for b in anthropic_stream.events(req, HEAD, 3, read)]
+        return [b async for b in anthropic_messages_stream.events(req, HEAD, 3, read)]
 
     out = b"".join(asyncio.run(main())).decode()
     blocks = [b.split("\n") for b in out.strip().split("\n\n")]

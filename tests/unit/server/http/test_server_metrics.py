@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lossless.server.exposition import Histogram, ServerMetrics
+from lossless.server.http.metrics import Histogram, ServerMetrics
 
 SAMPLE = re.compile(r'^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? (-?[0-9.e+-]+|\+Inf)$')
 

@@ -12,9 +12,9 @@ import pytest
 
 from lossless.engine.engine import Delta
 from lossless.engine.model.sampling import SamplingParams
-from lossless.server.exposition import ServerMetrics
+from lossless.server.http.metrics import ServerMetrics
+from lossless.server.http.worker import QueueFull, Worker
 from lossless.server.jobs import EngineJob, Event, Failed, Finished, Started
-from lossless.server.worker import QueueFull, Worker
 
 
 class ScriptedEngine:

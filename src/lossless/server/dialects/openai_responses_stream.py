@@ -1,4 +1,4 @@
-"""A Responses API stream (``POST /v1/responses`` with ``stream: true``): pieces (responses.py) -> the
+"""A Responses API stream (``POST /v1/responses`` with ``stream: true``): pieces (``pieces.py``) -> the
 API's server-sent events, each an ``event:`` line naming its type and a ``data:`` object holding
 ``type`` and ``sequence_number``, as OpenAI sends them:
 
@@ -12,8 +12,9 @@ API's server-sent events, each an ``event:`` line naming its type and a ``data:`
     then response.completed (or response.incomplete, cut by max_output_tokens) with the whole
     Response and its usage; a generation that fails ends with response.failed. No ``[DONE]``.
 
-A call's arguments are the generated text itself, as in a chat stream (tool_stream.py), so the final
-Response holds them as streamed; the answer without a stream holds ``json.dumps`` of the same value.
+A call's arguments are the generated text itself, as in a chat stream (``openai/tool_stream.py``), so
+the final Response holds them as streamed; the answer without a stream holds ``json.dumps`` of the same
+value.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from lossless.server.bodies import Head
+from lossless.server.dialects.openai_responses import call_item, message_item, new_id, response
+from lossless.server.dialects.pieces import Ending, Piece
 from lossless.server.jobs import Failed
-from lossless.server.openai_responses import call_item, message_item, new_id, response
-from lossless.server.pieces import Ending, Piece
-from lossless.server.protocol import ApiRequest
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest
 
 
 def event(kind: str, sequence: int, fields: dict[str, Any]) -> bytes:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lossless.server.dialects import error
+from lossless.server.dialects.dialect import error
 
 # 4 MiB: the largest request any model we serve can use is far smaller (a 128k-token prompt as text or as
 # token ids is ~1 MB of JSON), while every byte admitted is buffered and parsed holding the GIL.

@@ -13,9 +13,10 @@ import pytest
 
 from lossless.engine.engine import Delta
 from lossless.engine.model.sampling import SamplingParams
-from lossless.server.exposition import ServerMetrics
+from lossless.server.http.metrics import ServerMetrics
+from lossless.server.http.worker import QueueFull, ShuttingDown, Worker
 from lossless.server.jobs import EngineJob, Event, Failed, Finished, Started
-from lossless.server.protocol import (
+from lossless.server.openai.protocol import (
     IGNORED_HEADER_BYTES,
     MIN_JSON_VALUES,
     InvalidRequest,
@@ -23,7 +24,6 @@ from lossless.server.protocol import (
     parse,
     parse_json,
 )
-from lossless.server.worker import QueueFull, ShuttingDown, Worker
 
 
 def test_the_ignored_header_lists_safe_names_and_counts_the_rest() -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from lossless.engine.engine import Engine
 from lossless.engine.model.sampling import SamplingParams
-from lossless.server.protocol import ApiRequest, InvalidRequest, context_exceeded
+from lossless.server.openai.protocol import ApiRequest, InvalidRequest, context_exceeded
 
 LONG_PROMPT_CHARS = 8192  # tokenized in a thread beyond this (~2k tokens, ~3 ms); shorter ones inline
 # The length bound is exact for byte-level BPE; the margin covers tokenizers that normalize text first.

@@ -17,10 +17,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from lossless.engine.engine import Delta
-from lossless.server import bodies, tool_calls, tool_stream
-from lossless.server.bodies import Head, LegacyLogprobs, Usage
 from lossless.server.jobs import EngineJob, Event, Failed, Finished, Scored, Started
-from lossless.server.protocol import ApiRequest
+from lossless.server.openai import bodies, tool_calls, tool_stream
+from lossless.server.openai.bodies import Head, LegacyLogprobs, Usage
+from lossless.server.openai.protocol import ApiRequest
 
 
 def server_timing(queue_s: float | None, finished: Finished | None = None) -> str:

@@ -24,7 +24,7 @@ vocabulary. Policy:
   and changes nothing: the schema is always enforced.
 - ``parallel_tool_calls: false`` keeps the first call of an answer that holds several.
 - A call's arguments come back as a JSON string written by ``json.dumps``; its id is ``call_`` and
-  24 hex digits. A stream sends a call as it is generated (`toolstream`): a delta with its id and
+  24 hex digits. A stream sends a call as it is generated (`tool_stream`): a delta with its id and
   name once ``{"name": "...",`` is written, then its arguments' JSON text as it comes; that text may
   differ from ``json.dumps`` in spacing or escapes, never in the value it parses to.
 """
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lossless.server.protocol import ApiRequest, InvalidRequest
+from lossless.server.openai.protocol import ApiRequest, InvalidRequest
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _NAME = re.compile(r"[A-Za-z0-9_\-.]{1,64}")

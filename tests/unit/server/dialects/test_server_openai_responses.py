@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from lossless.engine.engine import Delta
-from lossless.server import openai_responses, pieces, responses_stream, tool_calls
-from lossless.server.bodies import Head
+from lossless.server.dialects import openai_responses, openai_responses_stream, pieces
 from lossless.server.jobs import EngineJob, Event, Failed, Finished
-from lossless.server.protocol import ApiRequest, InvalidRequest, parse
+from lossless.server.openai import tool_calls
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest, InvalidRequest, parse
 
 MODEL = "m"
 HEAD = Head("resp_1", MODEL, 0, "fp")
@@ -121,7 +122,7 @@ def stream(req: ApiRequest, events: list[Event]) -> list[dict[str, Any]]:
         for event in events:
             job.events.put_nowait(event)
         read = pieces.pieces(req, job, TOKENIZER)  # type: ignore[arg-type]
-        return [b async for b in responses_stream.events(req, HEAD, 3, read)]
+        return [b async for b in openai_responses_stream.events(req, HEAD, 3, read)]
 
     out = b"".join(asyncio.run(main())).decode()
     blocks = [b.split("\n") for b in out.strip().split("\n\n")]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lossless.server import tool_calls, tool_stream
-from lossless.server.protocol import InvalidRequest, parse
+from lossless.server.openai import tool_calls, tool_stream
+from lossless.server.openai.protocol import InvalidRequest, parse
 
 WEATHER = {
     "type": "function",

@@ -1,6 +1,6 @@
 """OpenAI's Responses API (``POST /v1/responses``) over the chat path: a request -> the chat request
 that asks the same (``parse``), a finished generation -> a Response object (``body``); its stream is
-responses_stream.py.
+openai_responses_stream.py.
 
 Translation: ``instructions`` is a system message before ``input``; ``input`` is a user message, or a
 list of messages (text parts only), ``function_call`` items (an assistant turn's tool calls) and
@@ -26,11 +26,11 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from lossless.server import translate
-from lossless.server.bodies import Head
-from lossless.server.pieces import Answer, Ending
-from lossless.server.protocol import ApiRequest, InvalidRequest
-from lossless.server.translate import object_at, string_at
+from lossless.server.dialects import translate
+from lossless.server.dialects.pieces import Answer, Ending
+from lossless.server.dialects.translate import object_at, string_at
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest, InvalidRequest
 
 HONOURED = frozenset(
     {

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lossless.server.tool_calls import CLOSE, OPEN, new_id, read_call
+from lossless.server.openai.tool_calls import CLOSE, OPEN, new_id, read_call
 
 _MORE = True  # a scanner's answer: the text so far is too short to tell (False: it cannot match)
 

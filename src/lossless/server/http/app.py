@@ -1,6 +1,6 @@
 """The ASGI app: OpenAI routes (chat, completions, Responses) and Anthropic's Messages over one
 ``Worker``, plus /health and /metrics. The Responses and Messages requests are translated into chat
-requests (translate.py), so all four share one path: parsing, tokenizing, the queue, the engine.
+requests (``dialects/translate.py``), so all four share one path: parsing, tokenizing, the queue, the engine.
 
 Every response, errors included, carries ``x-request-id`` (the client's, or a fresh one) and is counted
 in ``lossless_requests_total``; ``RequestContext`` wraps the whole Starlette app so that even its own
@@ -30,13 +30,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lossless.engine.engine import Engine
-from lossless.server import dialects, encode, protocol, replies, tool_calls, translate
-from lossless.server.bodies import Head
-from lossless.server.exposition import CONTENT_TYPE, ServerMetrics
+from lossless.server.dialects import dialect as dialects, translate
+from lossless.server.http.limits import DEFAULT_LIMITS, BodyGuard, Limits
+from lossless.server.http.metrics import CONTENT_TYPE, ServerMetrics
+from lossless.server.http.worker import QueueFull, ShuttingDown, Worker
 from lossless.server.jobs import EngineJob, Failed
-from lossless.server.limits import DEFAULT_LIMITS, BodyGuard, Limits
-from lossless.server.protocol import Api, ApiRequest, InvalidRequest
-from lossless.server.worker import QueueFull, ShuttingDown, Worker
+from lossless.server.openai import encode, protocol, replies, tool_calls
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import Api, ApiRequest, InvalidRequest
 
 _ROUTES = (
     *("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"),
@@ -55,7 +56,7 @@ class Served:
     name: str  # the model name /v1/models reports and responses carry
     aliases: frozenset[str]  # other names a request's ``model`` may use
     limits: Limits
-    token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (encode.py)
+    token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (`encode`)
 
     @property
     def fingerprint(self) -> str:
@@ -126,7 +127,7 @@ def create_app(
 class RequestContext:
     """Pure ASGI (``BaseHTTPMiddleware`` would buffer and slow streams): request id in, header out, count.
 
-    The server calls ``begin_shutdown`` as soon as it starts to shut down (main.py), while it still
+    The server calls ``begin_shutdown`` as soon as it starts to shut down (``server/main.py``), while it still
     waits for responses to finish: waiting clients get their 503 then, not uvicorn's bare 500 later."""
 
     def __init__(self, app: ASGIApp, metrics: ServerMetrics, begin_shutdown: Callable[[], None]) -> None:

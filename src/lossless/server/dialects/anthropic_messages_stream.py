@@ -1,4 +1,4 @@
-"""A Messages API stream (``POST /v1/messages`` with ``stream: true``): pieces (responses.py) -> the API's
+"""A Messages API stream (``POST /v1/messages`` with ``stream: true``): pieces (``pieces.py``) -> the API's
 ``event: <type>`` / ``data: {...}`` pairs, as Anthropic sends them:
 
     message_start (the Message with no content yet, its usage the input tokens),
@@ -16,11 +16,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from lossless.server.anthropic_messages import STOP_REASONS, error_body, message, tool_use_id
-from lossless.server.bodies import Head
+from lossless.server.dialects.anthropic_messages import STOP_REASONS, error_body, message, tool_use_id
+from lossless.server.dialects.pieces import Ending, Piece
 from lossless.server.jobs import Failed
-from lossless.server.pieces import Ending, Piece
-from lossless.server.protocol import ApiRequest
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest
 
 
 def event(kind: str, data: dict[str, Any]) -> bytes:

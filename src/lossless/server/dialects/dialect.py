@@ -1,4 +1,4 @@
-"""The APIs served by translating their requests into chat requests (translate.py): OpenAI's Responses
+"""The APIs served by translating their requests into chat requests (``translate.py``): OpenAI's Responses
 and Anthropic's Messages. Each is a ``Dialect``: how its requests translate, how a whole answer, a
 stream and an error look in it; ``answer()`` runs a queued job to the response in its shape.
 """
@@ -13,19 +13,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lossless.engine.model.tokenizer import Tokenizer
-from lossless.server import (
+from lossless.server.dialects import (
     anthropic_messages,
-    anthropic_stream,
+    anthropic_messages_stream,
     openai_responses,
+    openai_responses_stream,
     pieces,
-    protocol,
-    replies,
-    responses_stream,
 )
-from lossless.server.bodies import Head
+from lossless.server.dialects.pieces import Answer, Piece
 from lossless.server.jobs import EngineJob, Failed
-from lossless.server.pieces import Answer, Piece
-from lossless.server.protocol import ApiRequest
+from lossless.server.openai import protocol, replies
+from lossless.server.openai.bodies import Head
+from lossless.server.openai.protocol import ApiRequest
 
 MESSAGES_PATH = "/v1/messages"  # errors there are in Anthropic's shape
 
@@ -39,9 +38,20 @@ class Dialect:
     names: Mapping[str, str]  # a chat field -> its name here, for refusals
 
 
-_openai, _anthropic = openai_responses, anthropic_messages
-RESPONSES = Dialect("resp_", _openai.parse, _openai.body, responses_stream.events, _openai.NAMES)
-MESSAGES = Dialect("msg_", _anthropic.parse, _anthropic.body, anthropic_stream.events, _anthropic.NAMES)
+RESPONSES = Dialect(
+    prefix="resp_",
+    parse=openai_responses.parse,
+    body=openai_responses.body,
+    events=openai_responses_stream.events,
+    names=openai_responses.NAMES,
+)
+MESSAGES = Dialect(
+    prefix="msg_",
+    parse=anthropic_messages.parse,
+    body=anthropic_messages.body,
+    events=anthropic_messages_stream.events,
+    names=anthropic_messages.NAMES,
+)
 
 
 def error(

@@ -42,7 +42,7 @@ class Head:
     id: str
     model: str
     created: int
-    fingerprint: str  # system_fingerprint: what serves (version, weights' dtype, drafter), see app.py
+    fingerprint: str  # system_fingerprint: what serves (version, weights' dtype, drafter), see `http.app`
 
     def fields(self, kind: str) -> dict[str, Any]:
         """The fields a body of ``object`` type ``kind`` starts with, in OpenAI's order."""

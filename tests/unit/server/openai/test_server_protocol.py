@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from lossless.engine.engine import TokenLogprob
-from lossless.server.bodies import LegacyLogprobs, first_token_text
-from lossless.server.protocol import InvalidRequest, parse, parse_json
+from lossless.server.openai.bodies import LegacyLogprobs, first_token_text
+from lossless.server.openai.protocol import InvalidRequest, parse, parse_json
 
 MODEL = "smollm2-135m-instruct"
 ALIASES = frozenset({"SmolLM2-135M-Instruct.Q4_1"})
