@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lossless.server.http.limits import MAX_BODY_BYTES, Limits
+from lossless.server.http.limits import MAX_BODY_BYTES, RequestLimits
 from lossless.server.launch import start_embedded
 from lossless.server.main import LoadedModel, load_model
 from lossless.server.options import ServeOptions
 
-SHORT = Limits(head_timeout_s=1.0, body_timeout_s=1.0)  # the deadlines, short enough to wait for here
+SHORT = RequestLimits(head_timeout_s=1.0, body_timeout_s=1.0)  # the deadlines, short enough to wait for here
 FUZZ = settings(
     max_examples=150,
     deadline=None,
@@ -657,7 +657,7 @@ def sse_events(body: bytes) -> list[Any]:
 
 
 def test_shutdown_answers_the_queue_with_503_and_ends_the_running_stream(endless: LoadedModel) -> None:
-    limits = Limits(head_timeout_s=1.0, body_timeout_s=1.0, shutdown_grace_s=0.3)
+    limits = RequestLimits(head_timeout_s=1.0, body_timeout_s=1.0, shutdown_grace_s=0.3)
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(start_embedded(ServeOptions(max_queue=2), loaded=endless, limits=limits))
         server = Server(int(url.split(":")[2].split("/")[0]))

@@ -174,9 +174,9 @@ def test_our_servers_verify_steps_are_read_from_its_metrics() -> None:
     """The mean accepted length needs the step count, which our server exports by accepted count."""
     from lossless.analyze.server_side import spec_stats
     from lossless.client.prometheus import parse_counters
-    from lossless.server.http.metrics import ServerMetrics
+    from lossless.server.http.metrics import ExportedMetrics
 
-    metrics = ServerMetrics()
+    metrics = ExportedMetrics()
     before = parse_counters(metrics.render())
     metrics.record_spec_stats({"drafted": 12, "accepted": 6, "accept_counts": [2, 0, 3]})  # 5 steps
     got = spec_stats(before, parse_counters(metrics.render()))

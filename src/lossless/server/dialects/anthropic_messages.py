@@ -30,7 +30,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from lossless.server.dialects import translate
-from lossless.server.dialects.pieces import Answer, Ending
+from lossless.server.dialects.pieces import Ending, WholeAnswer
 from lossless.server.dialects.translate import object_at, string_at
 from lossless.server.openai.bodies import Head
 from lossless.server.openai.protocol import ApiRequest, InvalidRequest
@@ -181,7 +181,7 @@ def message(
     }
 
 
-def body(req: ApiRequest, head: Head, answer: Answer) -> dict[str, Any]:
+def body(req: ApiRequest, head: Head, answer: WholeAnswer) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": answer.content}] if answer.content else []
     for call in answer.calls:
         block = {"type": "tool_use", "id": tool_use_id(call.id), "name": call.name}

@@ -1,6 +1,6 @@
 """The APIs served by translating their requests into chat requests (``translate.py``): OpenAI's Responses
 and Anthropic's Messages. Each is a ``Dialect``: how its requests translate, how a whole answer, a
-stream and an error look in it; ``answer()`` runs a queued job to the response in its shape.
+stream and an error look in it; ``respond()`` runs a queued job to the response in its shape.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lossless.server.dialects import (
     openai_responses_stream,
     pieces,
 )
-from lossless.server.dialects.pieces import Answer, Piece
+from lossless.server.dialects.pieces import Piece, WholeAnswer
 from lossless.server.jobs import EngineJob, Failed
 from lossless.server.openai import protocol, replies
 from lossless.server.openai.bodies import Head
@@ -33,7 +33,7 @@ MESSAGES_PATH = "/v1/messages"  # errors there are in Anthropic's shape
 class Dialect:
     prefix: str  # its response ids'
     parse: Callable[[dict[str, Any], str, frozenset[str]], ApiRequest]  # body, model, aliases
-    body: Callable[[ApiRequest, Head, Answer], dict[str, Any]]  # a whole answer
+    body: Callable[[ApiRequest, Head, WholeAnswer], dict[str, Any]]  # a whole answer
     events: Callable[[ApiRequest, Head, int, AsyncIterator[Piece | Failed]], AsyncIterator[bytes]]
     names: Mapping[str, str]  # a chat field -> its name here, for refusals
 
@@ -54,7 +54,7 @@ MESSAGES = Dialect(
 )
 
 
-def error(
+def error_for(
     path: str,
     status: int,
     message: str,
@@ -66,15 +66,15 @@ def error(
     """An error body in the shape of the API at ``path``: Anthropic's on /v1/messages, else OpenAI's."""
     if path == MESSAGES_PATH:
         return anthropic_messages.error_response(status, message, headers)
-    return replies.error_response(status, message, kind=kind, code=code, headers=headers)
+    return replies.openai_error(status, message, kind=kind, code=code, headers=headers)
 
 
 def failure(path: str, failed: Failed, headers: dict[str, str]) -> JSONResponse:
     code = "server_shutting_down" if failed.status == 503 else None
-    return error(path, failed.status, failed.message, kind="server_error", code=code, headers=headers)
+    return error_for(path, failed.status, failed.message, kind="server_error", code=code, headers=headers)
 
 
-async def answer(
+async def respond(
     request: Request,
     dialect: Dialect,
     req: ApiRequest,
@@ -87,11 +87,13 @@ async def answer(
     headers = {"x-lossless-ignored-params": protocol.ignored_header(req.ignored)}
     path = request.url.path
     if not req.stream:
-        got = await replies.collect(req, job, "", request.receive, withdraw)
+        got = await replies.job_output(req, job, "", request.receive, withdraw)
         headers["server-timing"] = got.timing()
         if got.finished is None:  # the engine raised, or shutdown cut the generation
             return failure(path, got.failed or Failed("generation failed"), headers)
-        return JSONResponse(dialect.body(req, head, pieces.answer(got, job, tokenizer)), headers=headers)
+        return JSONResponse(
+            dialect.body(req, head, pieces.whole_answer(got, job, tokenizer)), headers=headers
+        )
     first = await replies.until_started(job, request.receive, withdraw)
     if first is None:  # the client left while queued; nobody will read this
         return Response(status_code=499)

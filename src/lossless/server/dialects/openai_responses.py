@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from lossless.server.dialects import translate
-from lossless.server.dialects.pieces import Answer, Ending
+from lossless.server.dialects.pieces import Ending, WholeAnswer
 from lossless.server.dialects.translate import object_at, string_at
 from lossless.server.openai.bodies import Head
 from lossless.server.openai.protocol import ApiRequest, InvalidRequest
@@ -204,7 +204,7 @@ def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str
     }
 
 
-def body(req: ApiRequest, head: Head, answer: Answer) -> dict[str, Any]:
+def body(req: ApiRequest, head: Head, answer: WholeAnswer) -> dict[str, Any]:
     """A whole answer: a message (unless it only called tools), then a function_call item per call."""
     status = "incomplete" if answer.end.finish == "length" else "completed"
     output = []

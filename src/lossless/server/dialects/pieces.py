@@ -1,5 +1,5 @@
 """The translated APIs' view of a job (Responses, Messages): its events as ``pieces()`` for a stream, or
-as one ``Answer`` for a whole body, both read for tool calls as the chat path reads them; their
+as one ``WholeAnswer`` for a whole body, both read for tool calls as the chat path reads them; their
 encoders (``dialects/``) shape them into each API's events and bodies.
 """
 
@@ -15,7 +15,7 @@ from lossless.server.jobs import EngineJob, Failed, Finished
 from lossless.server.openai import bodies, tool_calls, tool_stream
 from lossless.server.openai.bodies import Usage
 from lossless.server.openai.protocol import ApiRequest
-from lossless.server.openai.replies import Collected, reported_finish
+from lossless.server.openai.replies import JobOutput, reported_finish
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Piece:
 
 async def pieces(req: ApiRequest, job: EngineJob, tokenizer: Tokenizer) -> AsyncIterator[Piece | Failed]:
     """A started job's events -> pieces, ending with a piece that has ``end`` set, or a ``Failed``."""
-    got = Collected(req, "")
+    got = JobOutput(req, "")
     if req.structured is not None and req.structured.calls:
         got.calls = tool_stream.CallStream(req.structured.parallel)
     while True:
@@ -62,23 +62,23 @@ async def pieces(req: ApiRequest, job: EngineJob, tokenizer: Tokenizer) -> Async
 
 
 @dataclass(frozen=True)
-class Answer:
+class WholeAnswer:
     """A whole answer, read for tool calls as the chat path reads it."""
 
     content: str  # the text outside the calls
-    calls: list[tool_calls.ToolCall]
+    calls: list[tool_calls.GeneratedCall]
     logprobs: list[dict[str, Any]]  # the chat format's, when asked
     end: Ending
 
 
-def answer(got: Collected, job: EngineJob, tokenizer: Tokenizer) -> Answer:
-    content, calls = "".join(got.text), list[tool_calls.ToolCall]()
+def whole_answer(got: JobOutput, job: EngineJob, tokenizer: Tokenizer) -> WholeAnswer:
+    content, calls = "".join(got.text), list[tool_calls.GeneratedCall]()
     if got.req.structured is not None:
-        content, calls = tool_calls.answer(content, got.req.structured)
-    return Answer(content, calls, got.chat_logprobs, ending(got, job, tokenizer, bool(calls)))
+        content, calls = tool_calls.read_answer(content, got.req.structured)
+    return WholeAnswer(content, calls, got.chat_logprobs, ending(got, job, tokenizer, bool(calls)))
 
 
-def ending(got: Collected, job: EngineJob, tokenizer: Tokenizer, called: bool) -> Ending:
+def ending(got: JobOutput, job: EngineJob, tokenizer: Tokenizer, called: bool) -> Ending:
     """``got`` finished; ``called``: the answer holds tool calls."""
     assert got.finished is not None
     finish = reported_finish(got.finished)

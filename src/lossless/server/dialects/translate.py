@@ -28,11 +28,11 @@ def chat_request(
     try:
         req = tool_calls.apply(protocol.parse("chat", chat, model, aliases), chat)
     except InvalidRequest as exc:
-        raise renamed(exc, names) from exc
+        raise renamed_refusal(exc, names) from exc
     return replace(req, ignored=tuple(sorted(k for k in body if k not in honoured)))
 
 
-def renamed(exc: InvalidRequest, names: Mapping[str, str]) -> InvalidRequest:
+def renamed_refusal(exc: InvalidRequest, names: Mapping[str, str]) -> InvalidRequest:
     param = exc.param or ""
     for old, new in names.items():
         if param == old or param.startswith((old + "[", old + ".")):

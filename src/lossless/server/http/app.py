@@ -30,9 +30,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lossless.engine.engine import Engine
-from lossless.server.dialects import dialect as dialects, translate
-from lossless.server.http.limits import DEFAULT_LIMITS, BodyGuard, Limits
-from lossless.server.http.metrics import CONTENT_TYPE, ServerMetrics
+from lossless.server.dialects import translate
+from lossless.server.dialects.dialect import MESSAGES, MESSAGES_PATH, RESPONSES, Dialect, error_for, respond
+from lossless.server.http.limits import DEFAULT_LIMITS, BodyGuard, RequestLimits
+from lossless.server.http.metrics import CONTENT_TYPE, ExportedMetrics
 from lossless.server.http.worker import QueueFull, ShuttingDown, Worker
 from lossless.server.jobs import EngineJob, Failed
 from lossless.server.openai import encode, protocol, replies, tool_calls
@@ -47,22 +48,22 @@ MAX_REQUEST_ID = 200  # longer client ids are replaced, not echoed
 
 
 @dataclass(frozen=True)
-class Served:
+class AppState:
     """Everything a handler needs, kept on ``app.state.served``."""
 
     engine: Engine
     worker: Worker
-    metrics: ServerMetrics
+    metrics: ExportedMetrics
     name: str  # the model name /v1/models reports and responses carry
     aliases: frozenset[str]  # other names a request's ``model`` may use
-    limits: Limits
+    limits: RequestLimits
     token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (`encode`)
 
     @property
     def fingerprint(self) -> str:
         """system_fingerprint in every response: the same value, the same numerics served (read at each
         request: a background compile changes it once, `server.compiling`)."""
-        return fingerprint(self.engine)
+        return system_fingerprint(self.engine)
 
 
 def create_app(
@@ -71,13 +72,13 @@ def create_app(
     name: str,
     aliases: frozenset[str] = frozenset(),
     max_queue: int = 64,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: RequestLimits = DEFAULT_LIMITS,
 ) -> RequestContext:
-    metrics = ServerMetrics()
+    metrics = ExportedMetrics()
     worker = Worker(engine, metrics, max_queue)
     metrics.queue_length = worker.queue_length
     token_bytes = encode.max_token_bytes(engine)
-    served = Served(engine, worker, metrics, name, aliases - {name}, limits, token_bytes)
+    served = AppState(engine, worker, metrics, name, aliases - {name}, limits, token_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -130,7 +131,7 @@ class RequestContext:
     The server calls ``begin_shutdown`` as soon as it starts to shut down (``server/main.py``), while it still
     waits for responses to finish: waiting clients get their 503 then, not uvicorn's bare 500 later."""
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics, begin_shutdown: Callable[[], None]) -> None:
+    def __init__(self, app: ASGIApp, metrics: ExportedMetrics, begin_shutdown: Callable[[], None]) -> None:
         self.app, self.metrics, self.begin_shutdown = app, metrics, begin_shutdown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -160,7 +161,7 @@ def _warm_grammars(engine: Engine) -> None:
         warm(engine.tokenizer)
 
 
-def fingerprint(engine: Engine) -> str:
+def system_fingerprint(engine: Engine) -> str:
     """OpenAI's system_fingerprint names the backend configuration that produced a response; ours says
     what changes the numbers: the version, the weights' dtype (int4q8: int4 on our kernel, activations
     in int8 as llama.cpp's, `quant.kernel`), the prompts' where it differs, the output layer's kernel
@@ -178,8 +179,8 @@ def fingerprint(engine: Engine) -> str:
     return f"lossless-{__version__}-{dtype}{prompts}{output}{compiled}-{drafter}"
 
 
-def _served(request: Request) -> Served:
-    served: Served = request.app.state.served
+def _served(request: Request) -> AppState:
+    served: AppState = request.app.state.served
     return served
 
 
@@ -216,8 +217,8 @@ async def _generate(request: Request, api: Api) -> Response:
 
 
 async def _admit(
-    request: Request, served: Served, translate: Callable[[dict[str, Any], Served], ApiRequest]
-) -> tuple[ApiRequest, encode.Prompt, EngineJob]:
+    request: Request, served: AppState, translate: Callable[[dict[str, Any], AppState], ApiRequest]
+) -> tuple[ApiRequest, encode.TokenizedPrompt, EngineJob]:
     """The request parsed (``translate``: its JSON body -> the internal request), tokenized, fitted to
     the context and queued: every API's one way in."""
     raw = await request.body()  # BodyGuard has read it within the limits: this returns at once
@@ -237,12 +238,12 @@ async def _admit(
 
 
 def _parse(
-    translate: Callable[[dict[str, Any], Served], ApiRequest], raw: bytes, served: Served
+    translate: Callable[[dict[str, Any], AppState], ApiRequest], raw: bytes, served: AppState
 ) -> ApiRequest:
     return translate(protocol.parse_json(raw, protocol.max_json_values(served.engine.max_context)), served)
 
 
-def _chat_or_legacy(api: Api, body: dict[str, Any], served: Served) -> ApiRequest:
+def _chat_or_legacy(api: Api, body: dict[str, Any], served: AppState) -> ApiRequest:
     context = served.engine.max_context
     return tool_calls.apply(protocol.parse(api, body, served.name, served.aliases, context), body)
 
@@ -251,31 +252,31 @@ def _chat_or_legacy(api: Api, body: dict[str, Any], served: Served) -> ApiReques
 
 
 async def responses_api(request: Request) -> Response:
-    return await _translated(request, dialects.RESPONSES)
+    return await _translated(request, RESPONSES)
 
 
 async def messages_api(request: Request) -> Response:
-    return await _translated(request, dialects.MESSAGES)
+    return await _translated(request, MESSAGES)
 
 
-async def _translated(request: Request, dialect: dialects.Dialect) -> Response:
+async def _translated(request: Request, dialect: Dialect) -> Response:
     served = _served(request)
     try:
         req, _, job = await _admit(request, served, lambda b, s: dialect.parse(b, s.name, s.aliases))
     except InvalidRequest as exc:  # the context's check names the chat field
-        raise translate.renamed(exc, dialect.names) from exc
+        raise translate.renamed_refusal(exc, dialect.names) from exc
 
     def withdraw() -> None:
         served.worker.withdraw(job)
 
     head = Head(dialect.prefix + uuid.uuid4().hex, served.name, int(time.time()), served.fingerprint)
-    return await dialects.answer(request, dialect, req, job, head, served.engine.tokenizer, withdraw)
+    return await respond(request, dialect, req, job, head, served.engine.tokenizer, withdraw)
 
 
 # --- the rest ---------------------------------------------------------------------------------------
 
 
-def _model_card(served: Served) -> dict[str, object]:
+def _model_card(served: AppState) -> dict[str, object]:
     return {
         "id": served.name,
         "object": "model",
@@ -317,13 +318,13 @@ def _error(
     code: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    return dialects.error(request.url.path, status, message, kind=kind, code=code, headers=headers)
+    return error_for(request.url.path, status, message, kind=kind, code=code, headers=headers)
 
 
 async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, InvalidRequest)
-    if request.url.path == dialects.MESSAGES_PATH:
-        return dialects.error(request.url.path, exc.status, exc.message, kind="")
+    if request.url.path == MESSAGES_PATH:
+        return error_for(request.url.path, exc.status, exc.message, kind="")
     return JSONResponse(exc.body(), status_code=exc.status)
 
 

@@ -3,7 +3,7 @@
 uvicorn bounds a request head's size (h11 refuses one still incomplete past 16 KiB; one that arrives in a
 single read, up to 256 KiB with uvloop, passes) but not its time, and bounds neither a body's size nor
 its time: a client could hold a connection forever or make the server buffer and parse any amount.
-``Limits`` names every bound (the defaults are what ``lossless serve`` uses; tests pass small ones);
+``RequestLimits`` names every bound (the defaults are what ``lossless serve`` uses; tests pass small ones);
 ``connection.py`` enforces the head's deadline, ``BodyGuard`` here the body's size and deadline.
 Refusals are OpenAI error bodies (Anthropic's on /v1/messages): 413 ``request_too_large``, 408
 ``request_timeout``, 503 ``server_shutting_down``, each with ``connection: close`` (the rest of the body
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lossless.server.dialects.dialect import error
+from lossless.server.dialects.dialect import error_for
 
 # 4 MiB: the largest request any model we serve can use is far smaller (a 128k-token prompt as text or as
 # token ids is ~1 MB of JSON), while every byte admitted is buffered and parsed holding the GIL.
@@ -28,7 +28,7 @@ PARSE_IN_THREAD_BYTES = 256 * 2**10
 
 
 @dataclass(frozen=True)
-class Limits:
+class RequestLimits:
     max_body_bytes: int = MAX_BODY_BYTES  # larger bodies: 413, decided from Content-Length when sent
     head_timeout_s: float = 30.0  # a request head must be complete this long after the connection opens
     # (or after the previous response); then 408 if part of one came, else a silent close
@@ -37,18 +37,18 @@ class Limits:
     parse_in_thread_bytes: int = PARSE_IN_THREAD_BYTES  # bodies above this are parsed off the event loop
 
 
-DEFAULT_LIMITS = Limits()  # what `lossless serve` and the embedded server use
+DEFAULT_LIMITS = RequestLimits()  # what `lossless serve` and the embedded server use
 
 
 class BodyGuard:
-    """Pure ASGI: reads the whole body within ``Limits`` before the app sees the request, then hands it
+    """Pure ASGI: reads the whole body within ``RequestLimits`` before the app sees the request, then hands it
     over in one message. Later ``receive`` calls reach the server, so the app still hears a disconnect.
 
     Reading here, not in each handler, gives every route the same limits, and the 413 for a declared
     Content-Length leaves before a byte of the body is read (a client sending ``expect: 100-continue``
     never sends it)."""
 
-    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+    def __init__(self, app: ASGIApp, limits: RequestLimits) -> None:
         self.app, self.limits = app, limits
         self.closing = asyncio.Event()  # set on shutdown: a body still arriving gets a 503
 
@@ -123,5 +123,5 @@ class BodyGuard:
         kind = "server_error" if status >= 500 else "invalid_request_error"
         # close: the unread rest of the body must not be taken for the next request on this connection
         headers = {"connection": "close"}
-        response = error(scope["path"], status, message, kind=kind, code=code, headers=headers)
+        response = error_for(scope["path"], status, message, kind=kind, code=code, headers=headers)
         await response(scope, receive, send)

@@ -122,7 +122,7 @@ class Histogram:
         yield f"{self.name}_count {cumulative}"
 
 
-class ServerMetrics:
+class ExportedMetrics:
     """Every metric the server exports; ``queue_length`` is read from the worker when scraped."""
 
     def __init__(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from lossless.engine.engine import Engine
 from lossless.engine.torch_thread import in_fresh_thread
-from lossless.server.http.metrics import ServerMetrics
+from lossless.server.http.metrics import ExportedMetrics
 from lossless.server.jobs import EngineJob, Failed, Finished, Scored, Started
 
 SHUTTING_DOWN = "the server is shutting down"
@@ -42,7 +42,7 @@ class Worker:
     def __init__(
         self,
         engine: Engine,
-        metrics: ServerMetrics,
+        metrics: ExportedMetrics,
         max_queue: int,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:

@@ -21,7 +21,7 @@ _BOUND_MARGIN = 2
 
 
 @dataclass(frozen=True)
-class Prompt:
+class TokenizedPrompt:
     ids: list[int]
     text: str  # for echo; "" when not needed
 
@@ -32,7 +32,7 @@ def max_token_bytes(engine: Engine) -> int:
     return max((len(tokenizer.token_bytes(i)) for i in range(tokenizer.vocab_size)), default=1)
 
 
-async def tokenize(engine: Engine, req: ApiRequest, token_bytes: int) -> Prompt:
+async def tokenize(engine: Engine, req: ApiRequest, token_bytes: int) -> TokenizedPrompt:
     if prompt_chars(req) > LONG_PROMPT_CHARS:
         return await asyncio.to_thread(_tokenize, engine, req, token_bytes)
     return _tokenize(engine, req, token_bytes)
@@ -42,7 +42,7 @@ def prompt_chars(req: ApiRequest) -> int:
     return sum(len(m["content"]) for m in req.messages) + len(req.prompt)
 
 
-def _tokenize(engine: Engine, req: ApiRequest, token_bytes: int) -> Prompt:
+def _tokenize(engine: Engine, req: ApiRequest, token_bytes: int) -> TokenizedPrompt:
     if req.api == "chat":
         try:
             text = engine.tokenizer.apply_chat_template([dict(m) for m in req.messages])
@@ -52,16 +52,18 @@ def _tokenize(engine: Engine, req: ApiRequest, token_bytes: int) -> Prompt:
                 f"messages could not be rendered with the model's chat template: {message}", param="messages"
             ) from exc
         # the template writes its own special tokens: the tokenizer must not add a BOS on top
-        return Prompt(_encode(engine, text, token_bytes, add_special=False, param="messages"), "")
+        return TokenizedPrompt(_encode(engine, text, token_bytes, add_special=False, param="messages"), "")
     if isinstance(req.prompt, str):
-        return Prompt(_encode(engine, req.prompt, token_bytes, add_special=True, param="prompt"), req.prompt)
+        return TokenizedPrompt(
+            _encode(engine, req.prompt, token_bytes, add_special=True, param="prompt"), req.prompt
+        )
     ids = list(req.prompt)
     if len(ids) > engine.max_context:  # before decoding them for echo, which holds the GIL
         raise context_exceeded(engine.max_context, str(len(ids)), "prompt")
     vocab = engine.args.vocab_size
     if max(ids) >= vocab:
         raise InvalidRequest(f"a token id is outside the vocabulary (0..{vocab - 1})", param="prompt")
-    return Prompt(ids, engine.decode(ids) if req.echo else "")
+    return TokenizedPrompt(ids, engine.decode(ids) if req.echo else "")
 
 
 def _encode(engine: Engine, text: str, token_bytes: int, *, add_special: bool, param: str) -> list[int]:
@@ -74,7 +76,7 @@ def _encode(engine: Engine, text: str, token_bytes: int, *, add_special: bool, p
     return ids
 
 
-def fit_context(req: ApiRequest, prompt: Prompt, max_context: int) -> SamplingParams:
+def fit_context(req: ApiRequest, prompt: TokenizedPrompt, max_context: int) -> SamplingParams:
     """The request's sampling parameters with max_tokens clamped to the room the prompt leaves."""
     param = "messages" if req.api == "chat" else "prompt"
     if not prompt.ids:

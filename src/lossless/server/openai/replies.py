@@ -1,5 +1,5 @@
 """A job's events -> one OpenAI response: a JSON body, or an SSE stream. The translated APIs
-(``dialects/``) read the same events through ``Collected`` and answer with the same helpers.
+(``dialects/``) read the same events through ``JobOutput`` and answer with the same helpers.
 
 Headers: ``server-timing`` carries ``queue``, ``prefill`` and ``decode`` durations (ms) on JSON
 responses. A stream's headers leave before generation starts, so they carry only ``queue`` (the
@@ -32,7 +32,7 @@ def server_timing(queue_s: float | None, finished: Finished | None = None) -> st
     return ", ".join(parts)
 
 
-def error_response(
+def openai_error(
     status: int,
     message: str,
     *,
@@ -71,7 +71,7 @@ async def until_started(
 
 
 @dataclass
-class Collected:
+class JobOutput:
     """What a whole job amounts to, for a JSON body (and, piece by piece, for stream chunks)."""
 
     req: ApiRequest
@@ -110,11 +110,11 @@ class Collected:
         return server_timing(self.started.queue_s if self.started else None, self.finished)
 
 
-async def collect(
+async def job_output(
     req: ApiRequest, job: EngineJob, prompt_text: str, receive: Receive, withdraw: Callable[[], None]
-) -> Collected:
+) -> JobOutput:
     """A job's events until it finishes or fails (``withdraw`` if the client leaves meanwhile)."""
-    got = Collected(req, prompt_text)
+    got = JobOutput(req, prompt_text)
     if req.echo:
         got.text.append(prompt_text)
     watcher = asyncio.ensure_future(watch_disconnect(receive, withdraw))
@@ -128,7 +128,7 @@ async def collect(
 
 def failure_response(failed: Failed, headers: dict[str, str]) -> JSONResponse:
     code = "server_shutting_down" if failed.status == 503 else None
-    return error_response(failed.status, failed.message, kind="server_error", code=code, headers=headers)
+    return openai_error(failed.status, failed.message, kind="server_error", code=code, headers=headers)
 
 
 def failure_event(failed: Failed) -> bytes:
@@ -147,7 +147,7 @@ async def complete(
     withdraw: Callable[[], None],
     headers: dict[str, str],
 ) -> Response:
-    got = await collect(req, job, prompt_text, receive, withdraw)
+    got = await job_output(req, job, prompt_text, receive, withdraw)
     headers = {**headers, "server-timing": got.timing()}
     if got.finished is None:  # so got.failed is set: the engine raised, or shutdown cut the generation
         return failure_response(got.failed or Failed("generation failed"), headers)
@@ -174,7 +174,7 @@ async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) 
     the usage-only chunk when asked (with continuous usage, every chunk carries the counts so far), then
     ``[DONE]``. A generation that fails (an engine error, or cut by shutdown) ends with an error event
     and then ``[DONE]``: a client's parser sees an end, not a cut."""
-    got = Collected(req, prompt_text)
+    got = JobOutput(req, prompt_text)
     chat, usage_field = req.api == "chat", req.include_usage
 
     def sse(chunk: dict[str, Any]) -> bytes:
@@ -221,7 +221,7 @@ def _worth_a_chunk(req: ApiRequest, delta: Delta) -> bool:
     )
 
 
-def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any] | None:
+def _delta_chunk(got: JobOutput, delta: Delta, head: Head) -> dict[str, Any] | None:
     """The chunk for a delta; None when it has nothing to show (text held back as a possible call)."""
     req, finish = got.req, delta.finish_reason
     if finish == "cancelled":  # its client is gone, or shutdown cut it and an error event follows
@@ -242,7 +242,7 @@ def _delta_chunk(got: Collected, delta: Delta, head: Head) -> dict[str, Any] | N
 
 
 def _call_chunk(
-    got: Collected, calls: tool_stream.CallStream, delta: Delta, head: Head
+    got: JobOutput, calls: tool_stream.CallStream, delta: Delta, head: Head
 ) -> dict[str, Any] | None:
     req = got.req
     finish: str | None = delta.finish_reason if delta.finish_reason != "cancelled" else None

@@ -64,7 +64,7 @@ class Structured:
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class GeneratedCall:
     name: str
     arguments: str  # JSON text
     id: str
@@ -79,13 +79,13 @@ def apply(req: ApiRequest, body: dict[str, Any]) -> ApiRequest:
     """The chat request with its tools shown to the model and its grammar set; unchanged without any."""
     if req.api != "chat" or not FIELDS & body.keys():
         return req
-    structured = parse(body)
+    structured = parse_structured(body)
     messages = render_messages(req.messages, body.get("messages") or [], structured)
     params = replace(req.params, grammar=structured.grammar)
     return replace(req, messages=messages, params=params, structured=structured)
 
 
-def parse(body: dict[str, Any]) -> Structured:
+def parse_structured(body: dict[str, Any]) -> Structured:
     tools = _tools(body.get("tools"))
     choice, function = _choice(body.get("tool_choice"), tools)
     kind, schema = _response_format(body.get("response_format"))
@@ -267,7 +267,7 @@ def _written_call(call: Any) -> str:
 # --- the output -------------------------------------------------------------------------------------
 
 
-def read_call(inner: str) -> ToolCall | None:
+def read_call(inner: str) -> GeneratedCall | None:
     """The text between the tags -> a call, or None when it is not {"name": str, "arguments": {...}}."""
     try:
         value = json.loads(inner)
@@ -283,16 +283,16 @@ def read_call(inner: str) -> ToolCall | None:
             return None
     if not isinstance(arguments, dict):
         return None
-    return ToolCall(value["name"], json.dumps(arguments, ensure_ascii=False), new_id())
+    return GeneratedCall(value["name"], json.dumps(arguments, ensure_ascii=False), new_call_id())
 
 
-def new_id() -> str:
+def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
 
-def split_calls(text: str) -> tuple[str, list[ToolCall]]:
+def split_calls(text: str) -> tuple[str, list[GeneratedCall]]:
     """A whole answer -> (content outside the calls, the calls); a tag pair that holds no call stays text."""
-    calls: list[ToolCall] = []
+    calls: list[GeneratedCall] = []
     content: list[str] = []
     at = 0
     for match in _CALL.finditer(text):
@@ -306,7 +306,7 @@ def split_calls(text: str) -> tuple[str, list[ToolCall]]:
     return "".join(content).strip() if calls else text, calls
 
 
-def answer(text: str, structured: Structured) -> tuple[str, list[ToolCall]]:
+def read_answer(text: str, structured: Structured) -> tuple[str, list[GeneratedCall]]:
     """A whole answer -> (its content, the calls it makes), as a request's tools and tool_choice read it."""
     if not structured.calls:
         return text, []
@@ -318,7 +318,7 @@ def with_calls(body: dict[str, Any], structured: Structured) -> dict[str, Any]:
     """A chat.completion body whose text holds tagged calls -> the same with ``tool_calls`` and
     finish_reason "tool_calls" (the content left outside the calls, or null)."""
     choice = body["choices"][0]
-    content, calls = answer(choice["message"]["content"], structured)
+    content, calls = read_answer(choice["message"]["content"], structured)
     if not calls:
         return body
     message = {"role": "assistant", "content": content or None, "tool_calls": [c.body() for c in calls]}

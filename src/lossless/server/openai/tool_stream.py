@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lossless.server.openai.tool_calls import CLOSE, OPEN, new_id, read_call
+from lossless.server.openai.tool_calls import CLOSE, OPEN, new_call_id, read_call
 
 _MORE = True  # a scanner's answer: the text so far is too short to tell (False: it cannot match)
 
@@ -220,7 +220,9 @@ class CallStream:
             call.at, call.stage = head[1], "key"
             self.calls, self.sent = self.calls + 1, self.sent + 1
             function = {"name": head[0], "arguments": ""}
-            deltas.append({"index": call.index, "id": new_id(), "type": "function", "function": function})
+            deltas.append(
+                {"index": call.index, "id": new_call_id(), "type": "function", "function": function}
+            )
 
     def _arguments(self, call: _Call, deltas: list[dict[str, Any]], closed: bool) -> None:
         unread = call.inner[call.at :]

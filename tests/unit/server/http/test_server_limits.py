@@ -13,7 +13,7 @@ import pytest
 
 from lossless.engine.engine import Delta
 from lossless.engine.model.sampling import SamplingParams
-from lossless.server.http.metrics import ServerMetrics
+from lossless.server.http.metrics import ExportedMetrics
 from lossless.server.http.worker import QueueFull, ShuttingDown, Worker
 from lossless.server.jobs import EngineJob, Event, Failed, Finished, Started
 from lossless.server.openai.protocol import (
@@ -108,7 +108,7 @@ async def drain(job: EngineJob) -> list[Event]:
 
 def make(max_queue: int) -> tuple[Worker, EndlessEngine, asyncio.AbstractEventLoop]:
     engine = EndlessEngine()
-    worker = Worker(engine, ServerMetrics(), max_queue)  # type: ignore[arg-type]
+    worker = Worker(engine, ExportedMetrics(), max_queue)  # type: ignore[arg-type]
     return worker, engine, asyncio.get_running_loop()
 
 

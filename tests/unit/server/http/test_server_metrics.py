@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lossless.server.http.metrics import Histogram, ServerMetrics
+from lossless.server.http.metrics import ExportedMetrics, Histogram
 
 SAMPLE = re.compile(r'^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? (-?[0-9.e+-]+|\+Inf)$')
 
@@ -24,7 +24,7 @@ def samples(text: str) -> dict[str, float]:
 
 
 def test_every_line_is_valid_exposition_format() -> None:
-    m = ServerMetrics()
+    m = ExportedMetrics()
     m.queue_length = lambda: 3
     m.requests.inc(1, "/v1/chat/completions", "200")
     m.requests.inc(1, "/v1/chat/completions", "400")
@@ -51,7 +51,7 @@ def test_histogram_buckets_are_cumulative() -> None:
 
 
 def test_speculative_figures_from_final_delta_stats() -> None:
-    m = ServerMetrics()
+    m = ExportedMetrics()
     # two requests; accept_counts[i] = steps that accepted exactly i drafted tokens
     m.record_spec_stats({"drafted": 12, "accepted": 7, "accept_counts": [1, 1, 1, 1]})  # 4 steps, 0+1+2+3
     m.record_spec_stats({"drafted": 4, "accepted": 1, "accept_counts": [0, 1]})
@@ -66,7 +66,7 @@ def test_speculative_figures_from_final_delta_stats() -> None:
 
 
 def test_plain_decoding_leaves_speculative_gauges_empty() -> None:
-    m = ServerMetrics()
+    m = ExportedMetrics()
     m.record_spec_stats({})
     s = samples(m.render())
     assert s["lossless_spec_drafted_tokens_total"] == 0

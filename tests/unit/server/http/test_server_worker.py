@@ -12,7 +12,7 @@ import pytest
 
 from lossless.engine.engine import Delta
 from lossless.engine.model.sampling import SamplingParams
-from lossless.server.http.metrics import ServerMetrics
+from lossless.server.http.metrics import ExportedMetrics
 from lossless.server.http.worker import QueueFull, Worker
 from lossless.server.jobs import EngineJob, Event, Failed, Finished, Started
 
@@ -43,8 +43,8 @@ async def drain(job: EngineJob) -> list[Event]:
     return events
 
 
-def make(engine: Any, max_queue: int = 4) -> tuple[Worker, ServerMetrics]:
-    metrics = ServerMetrics()
+def make(engine: Any, max_queue: int = 4) -> tuple[Worker, ExportedMetrics]:
+    metrics = ExportedMetrics()
     worker = Worker(engine, metrics, max_queue)
     metrics.queue_length = worker.queue_length
     return worker, metrics
