@@ -25,14 +25,14 @@ def request_body(
         body["ignore_eos"] = True
     if stream:
         body["stream"] = True
-        body["stream_options"] = stream_usage(api, endpoint.running_usage)
+        body["stream_options"] = stream_options(api, endpoint.running_usage)
     if api in NATIVE:
         body = native_body(api, body)
     body.update(endpoint.body)  # the endpoint's own fields as written, in the API it speaks
     return body
 
 
-def stream_usage(api: str, running: bool) -> dict[str, bool]:
+def stream_options(api: str, running: bool) -> dict[str, bool]:
     """``stream_options``: usage at the end (the only exact N_out while streaming), and in every chunk
     where the endpoint takes vLLM's ``continuous_usage_stats`` (chat and completions only)."""
     if running and api in ("chat", "completions"):

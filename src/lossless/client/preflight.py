@@ -21,7 +21,7 @@ from lossless.client.api_names import NATIVE, PATHS
 from lossless.client.apis import native_body, session as api_session
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Session, TransportError, unreachable
-from lossless.client.openai import error_of, stream_usage
+from lossless.client.openai import error_of, stream_options
 from lossless.client.sse import read_events
 from lossless.errors import EndpointError, UsageError
 from lossless.records import Failure
@@ -83,7 +83,7 @@ async def check(
     body |= {"prompt": "Hi"} if api == "completions" else {"messages": [{"role": "user", "content": "Hi"}]}
     running = stream and api in ("chat", "completions")  # ask for usage in every chunk: taken or refused?
     if stream:
-        body |= {"stream": True, "stream_options": stream_usage(api, running)}
+        body |= {"stream": True, "stream_options": stream_options(api, running)}
     body = native_body(api, body) | dict(endpoint.body)
     session = api_session(endpoint, api, min(timeout, 10.0))
     try:
@@ -92,7 +92,7 @@ async def check(
                 answered = await _ask(session, endpoint, api, json.dumps(body).encode(), stream, refusal=True)
                 if answered is not None:
                     return replace(answered, running=answered.ok)
-                body["stream_options"] = stream_usage(api, False)  # refused: asked again as the run will
+                body["stream_options"] = stream_options(api, False)  # refused: asked again as the run will
             found = await _ask(session, endpoint, api, json.dumps(body).encode(), stream)
             assert found is not None
             return found

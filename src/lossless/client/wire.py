@@ -167,7 +167,7 @@ def chat(content: str, **fields: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": content}], **fields}
 
 
-async def gather(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) -> list[Reply]:
+async def post_all(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) -> list[Reply]:
     """Every body posted, at most ``concurrency`` at a time; the replies in the bodies' order."""
     gate = asyncio.Semaphore(concurrency)
 

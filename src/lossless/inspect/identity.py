@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from lossless.client.wire import Reply, Wire, chat, gather
+from lossless.client.wire import Reply, Wire, chat, post_all
 from lossless.errors import UsageError
 
 Verdict = Literal["evident", "not evident", "inconclusive"]
@@ -206,7 +206,7 @@ async def measure(w: Wire, concurrency: int = 4) -> Measured:
     # nothing but max_tokens: the fewer fields, the fewer servers that refuse one (no temperature for
     # some reasoning models); the answer itself is never read
     bodies = [chat(message(t), max_tokens=1) for t in texts]
-    return measured(await gather(w, bodies, concurrency))
+    return measured(await post_all(w, bodies, concurrency))
 
 
 def measured(replies: Sequence[Reply]) -> Measured:

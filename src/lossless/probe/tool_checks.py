@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lossless.client.wire import Reply, Wire, chat, gather
+from lossless.client.wire import Reply, Wire, chat, post_all
 from lossless.probe.checks import Check, Settings, rejected
 
 ASK = "What is the weather in Paris right now? Use a tool."
@@ -64,10 +64,10 @@ def _cut(reply: Reply) -> bool:
 
 async def _with_room(w: Wire, bodies: list[dict[str, Any]], s: Settings) -> list[Reply]:
     """The replies to ``bodies``; one cut at max_tokens is asked again with ``ROOM`` times the tokens."""
-    replies = await gather(w, bodies, s.concurrency)
+    replies = await post_all(w, bodies, s.concurrency)
     again = [i for i, r in enumerate(replies) if _cut(r)]
     roomier = [{**bodies[i], "max_tokens": bodies[i]["max_tokens"] * ROOM} for i in again]
-    for i, reply in zip(again, await gather(w, roomier, s.concurrency), strict=True):
+    for i, reply in zip(again, await post_all(w, roomier, s.concurrency), strict=True):
         replies[i] = reply
     return replies
 

@@ -14,12 +14,12 @@ from lossless.console import stderr_console
 
 
 def from_urls(urls: Sequence[str], model: str | None, api_key_env: str | None) -> tuple[Endpoint, ...]:
-    """``endpoints.from_urls``; without ``model``, the one model the first URL serves, said on stderr."""
+    """``endpoints.parse_urls``; without ``model``, the one model the first URL serves, said on stderr."""
     if model is None and urls:
-        base = ep.from_urls(urls[:1], "-", api_key_env)[0].base_url  # the URL checked first
+        base = ep.parse_urls(urls[:1], "-", api_key_env)[0].base_url  # the URL checked first
         model = only_model(base, api_key_env)
         stderr_console().print(f"model: {model} (the only one {ep.public_url(base)}/models lists)")
-    return ep.from_urls(urls, model, api_key_env)
+    return ep.parse_urls(urls, model, api_key_env)
 
 
 def checked(

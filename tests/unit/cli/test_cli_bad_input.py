@@ -378,7 +378,7 @@ def test_every_record_field_is_checked_on_reading() -> None:
 
 
 def test_good_endpoint_fields_still_load(tmp_path: Path) -> None:
-    from lossless.client.endpoints import from_urls, load_toml
+    from lossless.client.endpoints import load_toml, parse_urls
 
     extra = (
         'api_key_env = ""\nprice = [0, 2.5]\nheaders = { "x-team" = "bench\\tnight", "x-id" = "é" }\n'
@@ -389,7 +389,7 @@ def test_good_endpoint_fields_still_load(tmp_path: Path) -> None:
     assert (endpoint.price_in, endpoint.price_out) == (0.0, 2.5)
     assert endpoint.headers == {"x-team": "bench\tnight", "x-id": "é"}
     assert endpoint.body == {"reasoning": {"effort": "low"}, "stop": ["a", 1, True, 0.5]}
-    (by_url,) = from_urls(["https://user:pw@host.example:443/v1"], "m", "MY_KEY")
+    (by_url,) = parse_urls(["https://user:pw@host.example:443/v1"], "m", "MY_KEY")
     assert by_url.name == "host.example:443" and by_url.api_key_env == "MY_KEY"  # no password
 
 
