@@ -220,7 +220,7 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     validate.writable_dir(out_dir, "--out", train_files)
     console = stderr_console()
     given = {k: v for k, v in changes.items() if v is not None}
-    evaluation = train.main(out_dir, model, threads, given, console.print)
+    evaluation = train.train_head(out_dir, model, threads, given, console.print)
     click.echo(json.dumps(evaluation, indent=2))
 
 

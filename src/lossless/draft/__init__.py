@@ -3,6 +3,6 @@ and the drafter that serves it are ``engine.speculate``: this package imports th
 reverse. The shipped head lies in smollm2-135m/ (with its training log).
 
 recipe.py  ``Recipe``: every setting of the training, with why it is so (no torch)
-data.py    ``collect()``: the target's own answers to the bundled prompts (prompts.jsonl)
-train.py   ``main()``: train, calibrate the confidence head, evaluate, write the head
+data.py    ``target_answers()``: the target's own answers to the bundled prompts (prompts.jsonl)
+train.py   ``train_head()``: train, calibrate the confidence head, evaluate, write the head
 """

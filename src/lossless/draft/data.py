@@ -57,7 +57,7 @@ def bundled_prompts() -> list[dict[str, str]]:
 
 
 @torch.inference_mode()
-def collect(
+def target_answers(
     engine: Engine,
     prompts: list[str],
     *,

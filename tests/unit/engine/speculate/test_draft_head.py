@@ -18,7 +18,7 @@ from exact_models import (
 )
 
 from lossless.draft.data import TOP, WINDOW, AnsweredPrompt
-from lossless.draft.train import Anchors, draft_vocab, evaluate, losses
+from lossless.draft.train import Anchors, draft_vocab, evaluate_head, losses
 from lossless.engine.model.sampling import SamplingParams
 from lossless.engine.speculate.drafts import NgramDrafter
 from lossless.engine.speculate.head import DSparkHead, HeadConfig, load_head, save_head
@@ -292,7 +292,7 @@ def test_anchors_line_up_windows_targets_and_target_distributions() -> None:
     assert (b["top_ids"][:, :, 0] == b["target"])[b["valid"]].all()  # up to each answer's last token
     parts = losses(head, b)
     assert parts["tv"].shape == (6, 3) and bool(((parts["tv"] >= 0) & (parts["tv"] <= 1)).all())
-    report = evaluate(head, data)
+    report = evaluate_head(head, data)
     assert 1.0 <= report["expected_length_t1"] <= 4.0
 
 
