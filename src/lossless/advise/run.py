@@ -71,7 +71,9 @@ def _policy(run_dir: Path) -> dict[str, Any] | None:
     return policy if isinstance(policy, dict) else None
 
 
-def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict[str, Price], list[str]]:
+def read_attempts(
+    run_dirs: Sequence[Path],
+) -> tuple[dict[Key, list[RequestRecord]], dict[str, Price], list[str]]:
     """The runs' measured attempts by (endpoint, load) in the order first sent (warm-up and attempts the
     run's end cancelled left out: neither says how the endpoint answers, nor does one a policy abandoned),
     prices and notes. Runs made under a policy are read only when no plain run is given (``run``)."""
@@ -216,7 +218,8 @@ def run(options: AdviseOptions) -> AdviseResult:
 
     policies = {d: _policy(d) for d in options.run_dirs}
     plain = [d for d, p in policies.items() if p is None]
-    groups, prices, notes = read(plain or options.run_dirs)  # a policy's runs predict only when alone
+    # a policy's runs predict only when alone
+    groups, prices, notes = read_attempts(plain or options.run_dirs)
     notes += [
         f"{d} was run under a policy (bench --hedge-after / --failover): its attempts are not independent, "
         "so predictions from them are biased; what it measured is under 'executed'"

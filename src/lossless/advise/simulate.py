@@ -98,7 +98,7 @@ def samples(records: Sequence[RequestRecord], price: tuple[float | None, float |
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Simulated:
     """Simulated requests, [..., M] each."""
 
     latency: np.ndarray  # ms to the first successful answer; inf: none came
@@ -107,7 +107,7 @@ class Outcome:
 
 
 Pick = Callable[[str, int], np.ndarray]  # (endpoint, slot) -> indices of measured attempts [..., M]
-Policy = Callable[[Mapping[str, Samples], Pick], Outcome]
+Policy = Callable[[Mapping[str, Samples], Pick], Simulated]
 
 
 def _answer(s: Samples, i: np.ndarray, start: np.ndarray | float = 0.0) -> np.ndarray:
@@ -115,9 +115,9 @@ def _answer(s: Samples, i: np.ndarray, start: np.ndarray | float = 0.0) -> np.nd
 
 
 def single(name: str) -> Policy:
-    def run(found: Mapping[str, Samples], pick: Pick) -> Outcome:
+    def run(found: Mapping[str, Samples], pick: Pick) -> Simulated:
         s, i = found[name], pick(name, 0)
-        return Outcome(_answer(s, i), np.ones(i.shape), s.usd[i])
+        return Simulated(_answer(s, i), np.ones(i.shape), s.usd[i])
 
     return run
 
@@ -126,12 +126,12 @@ def hedge(name: str, delay: float) -> Policy:
     """A 2nd attempt at ``delay`` ms unless the 1st has answered by then; the first answer wins. Both are
     charged in full: an upper bound, as a cancelled stream stops being billed when it is cancelled."""
 
-    def run(found: Mapping[str, Samples], pick: Pick) -> Outcome:
+    def run(found: Mapping[str, Samples], pick: Pick) -> Simulated:
         s, i1, i2 = found[name], pick(name, 0), pick(name, 1)
         first = _answer(s, i1)
         sent = ~(first <= delay)
         latency = np.minimum(first, np.where(sent, _answer(s, i2, delay), np.inf))
-        return Outcome(latency, 1.0 + sent, s.usd[i1] + np.where(sent, s.usd[i2], 0.0))
+        return Simulated(latency, 1.0 + sent, s.usd[i1] + np.where(sent, s.usd[i2], 0.0))
 
     return run
 
@@ -142,7 +142,7 @@ def failover(chain: Sequence[str], delay: float) -> Policy:
     An abandoned attempt is charged in full (an upper bound, as for a hedge)."""
     assert len(chain) >= 2 and len(set(chain)) == len(chain), chain
 
-    def run(found: Mapping[str, Samples], pick: Pick) -> Outcome:
+    def run(found: Mapping[str, Samples], pick: Pick) -> Simulated:
         shape = pick(chain[0], 0).shape
         start, latency = np.zeros(shape), np.full(shape, np.inf)
         attempts, usd, active = np.zeros(shape), np.zeros(shape), np.ones(shape, bool)
@@ -159,7 +159,7 @@ def failover(chain: Sequence[str], delay: float) -> Policy:
             latency = np.where(answered, start + s.end[i], latency)
             active &= waiting | (~s.ok[i] & s.failover[i])
             start = start + np.where(waiting, delay, s.end[i])
-        return Outcome(latency, attempts, usd)
+        return Simulated(latency, attempts, usd)
 
     return run
 
@@ -193,7 +193,7 @@ class Draws:
         return self._made[key]
 
 
-def measure(o: Outcome) -> dict[str, np.ndarray]:
+def summary_stats(o: Simulated) -> dict[str, np.ndarray]:
     """Each of ``STATS`` over the last axis. Percentiles pick a simulated value (inverted CDF), never
     interpolate: between inf and inf there is nothing to interpolate."""
     lat = o.latency
@@ -240,8 +240,8 @@ def evaluate(
     boot = Draws(sizes, rng, max(200, min(draws, _CELLS // max(b, 1))), b) if b else None
     out: dict[str, dict[str, Estimate]] = {}
     for key, policy in policies.items():
-        value = measure(policy(found, point))
-        spread = measure(policy(found, boot)) if boot is not None else None
+        value = summary_stats(policy(found, point))
+        spread = summary_stats(policy(found, boot)) if boot is not None else None
         out[key] = {
             stat: Estimate(float(value[stat]), *(interval(spread[stat]) if spread is not None else ()))
             for stat in STATS
