@@ -1,4 +1,6 @@
-"""Our int4 kernel: llama.cpp's Q4 x Q8 product on AVX-512 VNNI or AVX2 (`q4_kernel.cpp`), built on first use.
+"""Our block kernels (`block_kernels.cpp`), built on first use: llama.cpp's Q4 x Q8 product on AVX-512 VNNI
+or AVX2, and on AVX-512 its Q8 x Q8 product; both multiply weights stored in blocks of 32 by activations
+rounded to int8 per block.
 
 torch's int4 CPU kernel (`quant.Int4Linear`'s other path) turns every 4-bit code into a float and
 multiplies in float32: a few weights per instruction. llama.cpp rounds the activations to int8 per block
@@ -33,7 +35,7 @@ from torch import Tensor
 
 from lossless.engine import cpu
 
-SOURCE = Path(__file__).with_name("q4_kernel.cpp")
+SOURCE = Path(__file__).with_name("block_kernels.cpp")
 COMMON = ["-O3", "-std=c++20", "-shared", "-fPIC", "-fopenmp", "-D_GLIBCXX_USE_CXX11_ABI=1", "-w"]
 # instruction set -> (the CPU flags it needs, as /proc/cpuinfo names them; the compiler's flags), best first
 ISAS = {
@@ -51,7 +53,7 @@ def available() -> str | None:
     isa = best()
     if isa is None:
         return f"this CPU has neither AVX-512 VNNI nor AVX2 with FMA ({', '.join(_needs())})"
-    return load(isa)
+    return load_kernels(isa)
 
 
 def _needs() -> list[str]:
@@ -90,13 +92,13 @@ def pack8(codes: Tensor, scale: Tensor, offset: Tensor) -> tuple[Tensor, Tensor]
 
 def q4_linear(x: Tensor, codes: Tensor, scales: Tensor, isa: str | None = None) -> Tensor:
     """x [M, K] (bfloat16 or float32) times the packed weights -> [M, N] in x's dtype, by the kernel
-    built for ``isa`` (None: `best`), which must be loaded (`load`)."""
+    built for ``isa`` (None: `best`), which must be loaded (`load_kernels`)."""
     return op(isa)(x, codes, scales)
 
 
 def q8_linear(x: Tensor, codes: Tensor, scales: Tensor) -> Tensor:
     """x [M, K] times 8-bit weights packed by `pack8` -> [M, N] in x's dtype, on AVX-512 VNNI only (AVX2's
-    vpmaddubsw would saturate on 8-bit codes): the AVX-512 build must be loaded (`load`)."""
+    vpmaddubsw would saturate on 8-bit codes): the AVX-512 build must be loaded (`load_kernels`)."""
     return torch.ops.lossless.q8_linear_avx512(x, codes, scales)
 
 
@@ -106,7 +108,7 @@ def op(isa: str | None = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
 
 
 @functools.cache
-def load(isa: str) -> str | None:
+def load_kernels(isa: str) -> str | None:
     """Build (once per machine) and load the kernel for ``isa``: None when ready, else why not."""
     compiler = shutil.which(os.environ.get("CXX", "g++"))
     if compiler is None:
@@ -133,7 +135,7 @@ def _build(compiler: str, isa: str) -> Path:
     key = hashlib.sha256(
         b"\0".join([SOURCE.read_bytes(), torch.__version__.encode(), " ".join(flags).encode()])
     )
-    target = home() / "kernels" / f"q4_kernel_{isa}-{key.hexdigest()[:16]}.so"
+    target = home() / "kernels" / f"block_kernels_{isa}-{key.hexdigest()[:16]}.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

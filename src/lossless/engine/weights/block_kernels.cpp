@@ -1,15 +1,15 @@
 // The int4 product llama.cpp computes for Q4_0 / Q4_1 weights, on AVX-512 VNNI (or AVX2): activations
 // rounded to int8 per block of 32 (llama.cpp's Q8_1), 4-bit codes times int8 activations summed in int32
-// (vpdpbusd), scaled per block in float32. Built and loaded by q4_kernel.py; registered as an operator
+// (vpdpbusd), scaled per block in float32. Built and loaded by block_kernels.py; registered as an operator
 // (lossless::q4_linear_avx512 / _avx2) so a torch.compile graph calls it like any aten op.
 //
-// Layout (q4_kernel.pack): rows in groups of 16, one 32-bit lane per row. For group g and block b of 32
+// Layout (block_kernels.pack): rows in groups of 16, one 32-bit lane per row. For group g and block b of 32
 // columns, codes[g][b] holds 4 chunks of 64 bytes; in chunk j, row r's 4 bytes t = 0..3 hold column
 // 4j + t in the low nibble and column 16 + 4j + t in the high one. One vpdpbusd then adds 4 columns
 // of 16 rows. scales[g][b] holds the 16 rows' d, then their m (a weight is d * code + m).
 //
 // The AVX-512 build also has the same product for 8-bit codes (lossless::q8_linear_avx512, Q8_0 weights
-// offset by 128: q4_kernel.pack8), which the output layer uses (quant.Q8Linear).
+// offset by 128: block_kernels.pack8), which the output layer uses (quant.Q8Linear).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>

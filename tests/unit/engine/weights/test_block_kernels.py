@@ -1,4 +1,4 @@
-"""Our int4 kernel (`q4_kernel`): llama.cpp's Q4 x Q8 product. Against a float64 emulation of that
+"""Our int4 kernel (`block_kernels`): llama.cpp's Q4 x Q8 product. Against a float64 emulation of that
 product (activations rounded to int8 per block of 32, the file's weights exactly) it agrees to float32
 rounding, for every row count and both Q4 types; it is built once into $LOSSLESS_HOME/kernels with
 nothing half-written; `quant.kernel` says which kernel serves and refuses a bad choice by name."""
@@ -13,17 +13,17 @@ import pytest
 import torch
 
 from lossless.engine import cpu
-from lossless.engine.weights import q4_kernel
+from lossless.engine.weights import block_kernels
 from lossless.engine.weights.gguf import q4_weight, q8_weight
 from lossless.engine.weights.quant import Int4Linear, Int4Weight, Q8Linear, kernel
 from lossless.errors import UsageError
 
 Q = gguf.GGMLQuantizationType
-WHY_NOT = q4_kernel.available()
+WHY_NOT = block_kernels.available()
 needs_kernel = pytest.mark.skipif(WHY_NOT is not None, reason=f"our int4 kernel: {WHY_NOT}")
 # every instruction set this CPU runs (an AVX-512 CPU runs the AVX2 build too), each built and loaded
-HERE = [isa for isa, (needs, _) in q4_kernel.ISAS.items() if set(needs) <= cpu.flags()]
-BUILT = [isa for isa in HERE if q4_kernel.load(isa) is None]
+HERE = [isa for isa, (needs, _) in block_kernels.ISAS.items() if set(needs) <= cpu.flags()]
+BUILT = [isa for isa in HERE if block_kernels.load_kernels(isa) is None]
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
@@ -51,10 +51,10 @@ def q8_product(x: torch.Tensor, weight: Int4Weight | torch.Tensor) -> torch.Tens
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9])
 def test_the_kernel_is_llama_cpps_product_to_float32_rounding(kind: Q, rows: int, isa: str) -> None:
     weight = file_weight(kind, 48, 96, seed=rows)
-    packed = q4_kernel.pack(weight.codes, weight.scale, weight.zero - 8 * weight.scale)
+    packed = block_kernels.pack(weight.codes, weight.scale, weight.zero - 8 * weight.scale)
 
     def layer(x: torch.Tensor) -> torch.Tensor:
-        return q4_kernel.q4_linear(x, *packed, isa=isa)
+        return block_kernels.q4_linear(x, *packed, isa=isa)
 
     x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
     x[0, 32:64] = 0  # an all-zero block: scale 0, no division by it
@@ -95,10 +95,10 @@ def test_every_instruction_set_gives_the_same_bits() -> None:
     """Integer sums are exact and the float steps run in the same order per row: an AVX2 machine
     serves the numerics an AVX-512 one does."""
     weight = Int4Weight.quantize(torch.randn(96, 576, generator=torch.Generator().manual_seed(2)))
-    packed = q4_kernel.pack(weight.codes, weight.scale, weight.zero - 8 * weight.scale)
+    packed = block_kernels.pack(weight.codes, weight.scale, weight.zero - 8 * weight.scale)
     for rows in (1, 3, 40):
         x = torch.randn(rows, 576).to(torch.bfloat16)
-        outs = [q4_kernel.q4_linear(x, *packed, isa=isa) for isa in BUILT]
+        outs = [block_kernels.q4_linear(x, *packed, isa=isa) for isa in BUILT]
         assert all(torch.equal(outs[0], out) for out in outs[1:])
 
 
@@ -107,7 +107,7 @@ def test_packing_keeps_every_code_scale_and_offset_in_place() -> None:
     """Unpack the kernel's layout by its own description and get the weights back."""
     weight = file_weight(Q.Q4_1, 32, 64)
     offset = weight.zero - 8 * weight.scale
-    packed, scales = q4_kernel.pack(weight.codes, weight.scale, offset)
+    packed, scales = block_kernels.pack(weight.codes, weight.scale, offset)
     g, b = 32 // 16, 64 // 32
     assert packed.shape == (g, b, 256) and scales.shape == (g, b, 2, 16)
     chunks = packed.view(g, b, 4, 16, 4)  # group, block, chunk j, row r, byte t
@@ -129,8 +129,8 @@ def test_rows_off_the_tiles_are_padded_and_a_mismatch_is_refused() -> None:
         got.view(6, 37).double(), q8_product(x.view(6, 64), weight), rtol=1e-5, atol=1e-5
     )
     with pytest.raises(RuntimeError, match="x has 32 columns, the weights 64"):
-        q4_kernel.q4_linear(torch.randn(1, 32), layer.packed, layer.scales)
-    assert BUILT == HERE and HERE[0] == q4_kernel.best()  # every instruction set here built
+        block_kernels.q4_linear(torch.randn(1, 32), layer.packed, layer.scales)
+    assert BUILT == HERE and HERE[0] == block_kernels.best()  # every instruction set here built
 
 
 @needs_kernel
@@ -147,16 +147,16 @@ def test_a_compiled_graph_calls_the_kernel() -> None:
 @needs_kernel
 @pytest.mark.slow  # compiles the C++ file (~15 s on 2 cores)
 def test_the_build_lands_whole_in_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    isa = q4_kernel.best()
+    isa = block_kernels.best()
     assert isa is not None
     monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path))
-    library = q4_kernel._build("g++", isa)
+    library = block_kernels._build("g++", isa)
     assert library.parent == tmp_path / "kernels" and library.stat().st_size > 0
     assert [p.name for p in library.parent.iterdir()] == [library.name]  # no temporary folder left
-    assert q4_kernel._build("g++", isa) == library  # the second time: found, not rebuilt
+    assert block_kernels._build("g++", isa) == library  # the second time: found, not rebuilt
     monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "other"))
     with pytest.raises(Exception, match=r"no-such-compiler|No such file"):
-        q4_kernel._build("no-such-compiler", isa)
+        block_kernels._build("no-such-compiler", isa)
     assert not any((tmp_path / "other" / "kernels").iterdir())
 
 
