@@ -11,7 +11,7 @@ saved.py      ``report()``, ``compare()``: saved runs
 advise.py     ``advise()``: time-outs, hedging and failover predicted from saved runs
 watch.py      ``watch()``, ``history()``: bench on a schedule, into a history; its trends
 serving.py    ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
-reference.py  ``render()``: docs/cli.md, every command's --help (``python -m lossless.cli.reference``)
+reference.py  ``reference_markdown()``: docs/cli.md, every --help (``python -m lossless.cli.reference``)
 __main__.py   ``python -m lossless.cli``
 """
 

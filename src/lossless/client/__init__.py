@@ -12,6 +12,6 @@ prompt.py      ``Prompt``: what one request asks, whichever API carries it
 call.py        ``call()``: bench's call -> one ``RequestRecord``, a timestamp per event
 turn.py        ``chat_turn()``: an agent's turn -> one ``Turn`` (tool calls whole), timed as bench times
 wire.py        ``Wire``: probe's and verify's: any body -> one whole ``Reply`` (every choice, logprobs)
-preflight.py   ``check()``: one request before a run, a wrong URL, model, key or scheme said in one line
+preflight.py   ``check_endpoint()``: one request before a run; a wrong URL, model, key or scheme in one line
 prometheus.py  ``scrape()``: speculative-decoding counters from a server's /metrics
 """

@@ -73,7 +73,7 @@ def only_model(base_url: str, api_key_env: str | None, connect_timeout: float = 
     raise UsageError(f"--model is required: {public_url(base_url)}/models {why} to choose one by default")
 
 
-async def check(
+async def check_endpoint(
     endpoint: Endpoint, api: str = "chat", stream: bool = False, timeout: float = 60.0
 ) -> Answered:
     """One one-token request to ``endpoint``, sent as the run will send its own (``api``, ``stream``, the

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from lossless.client import endpoints as ep
 from lossless.client.endpoints import Endpoint
-from lossless.client.preflight import Answered, check, only_model
+from lossless.client.preflight import Answered, check_endpoint, only_model
 from lossless.console import stderr_console
 
 
@@ -30,6 +30,6 @@ def checked(
         ep.api_key(endpoint)
 
     async def ask() -> list[Answered]:
-        return [await check(e, api, stream, timeout) for e in endpoints]
+        return [await check_endpoint(e, api, stream, timeout) for e in endpoints]
 
     return {e.name: answered for e, answered in zip(endpoints, asyncio.run(ask()), strict=True)}

@@ -49,7 +49,7 @@ def wheel_path() -> Path:
     return models.home() / "tasks" / f"{REQUIREMENT.replace('==', '-')}.whl"
 
 
-def pull(*, quiet: bool = True) -> Path:
+def pull_wheel(*, quiet: bool = True) -> Path:
     """The bfcl-eval wheel in the cache, fetched first if it is not there."""
     target = wheel_path()
     if target.is_file():
@@ -69,10 +69,10 @@ def pull(*, quiet: bool = True) -> Path:
     return target
 
 
-def load(name: str) -> tuple[Task, ...]:
+def load_category(name: str) -> tuple[Task, ...]:
     """One of CATEGORIES' sets, as tasks with a tool_calls checker."""
     category = CATEGORIES[name]
-    with zipfile.ZipFile(pull()) as wheel:
+    with zipfile.ZipFile(pull_wheel()) as wheel:
         questions = _lines(wheel, f"bfcl_eval/data/BFCL_v4_{category}.json")
         answers = {} if category == "irrelevance" else {
             a["id"]: a["ground_truth"]

@@ -14,7 +14,7 @@ from dataclasses import replace
 from lossless.client import endpoints as ep
 from lossless.client.apis import session as api_session
 from lossless.client.endpoints import Endpoint
-from lossless.client.preflight import check
+from lossless.client.preflight import check_endpoint
 from lossless.console import progress_bar
 from lossless.provision import embedded, given
 from lossless.provision.counting import find_counter
@@ -22,7 +22,7 @@ from lossless.tasks.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
 from lossless.tasks.runner import Counter, RunnerConfig, prices_of, run_task
 from lossless.tasks.sets import load_set
-from lossless.tasks.tally import compare, summarize
+from lossless.tasks.tally import compare_tasks, tally_endpoint
 from lossless.tasks.task import Task
 
 
@@ -62,7 +62,7 @@ async def preflight(endpoint: Endpoint, stream: bool = True, api: str = "chat") 
     wrong URL, model or key stops the run in one line instead of every task ending in the same error
     (``client.preflight``; a 429 or 5xx is left to the tasks' retries). Returns whether an answer came
     without usage (llama.cpp streams none): then its tokenizer is wanted."""
-    answered = await check(endpoint, api, stream)
+    answered = await check_endpoint(endpoint, api, stream)
     return answered.ok and not answered.usage
 
 
@@ -85,10 +85,10 @@ async def run_all(
                 )
             )  # fmt: skip
     summaries = tuple(
-        summarize(e, runs, options.samples, options.seed) for e, runs in zip(endpoints, per, strict=True)
+        tally_endpoint(e, runs, options.samples, options.seed) for e, runs in zip(endpoints, per, strict=True)
     )
     comparisons = tuple(
-        compare(summaries[0], summaries[i], (per[0], per[i]), options.margin, options.seed)
+        compare_tasks(summaries[0], summaries[i], (per[0], per[i]), options.margin, options.seed)
         for i in range(1, len(summaries))
     )
     settings = {

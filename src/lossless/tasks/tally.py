@@ -68,7 +68,7 @@ def _boot(
     return (float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5)))
 
 
-def summarize(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: int = 0) -> EndpointTasks:
+def tally_endpoint(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: int = 0) -> EndpointTasks:
     tasks = _by_task(runs)
     ok = [r for r in runs if r.success]
     names = list(tasks)
@@ -120,7 +120,7 @@ def _pass_at(tasks: dict[str, list[TaskRun]], samples: int) -> dict[int, float]:
     }
 
 
-def compare(
+def compare_tasks(
     baseline: EndpointTasks,
     candidate: EndpointTasks,
     runs: tuple[Sequence[TaskRun], Sequence[TaskRun]],

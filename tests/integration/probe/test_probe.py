@@ -15,7 +15,7 @@ from provider_server import Habits, provider_server
 from lossless.cli import main
 from lossless.client.endpoints import Endpoint
 from lossless.probe.checks import Settings
-from lossless.probe.run import probe
+from lossless.probe.run import probe_endpoint
 from lossless.server.launch import start_embedded
 from lossless.server.main import load_model
 from lossless.server.options import ServeOptions
@@ -24,7 +24,7 @@ FAST = Settings(repeats=4, max_tokens=24)
 
 
 def verdicts(url: str, model: str) -> dict[str, str]:
-    result = asyncio.run(probe(Endpoint("x", url, model), FAST))
+    result = asyncio.run(probe_endpoint(Endpoint("x", url, model), FAST))
     return {c.name: c.verdict for c in result.checks}
 
 
@@ -71,7 +71,7 @@ def test_the_opposite_habits_flip_the_verdicts() -> None:
 
 
 def test_reasoning_evidence_carries_sizes_and_p_values(provider_url: str) -> None:
-    result = asyncio.run(probe(Endpoint("x", provider_url, "m"), FAST))
+    result = asyncio.run(probe_endpoint(Endpoint("x", provider_url, "m"), FAST))
     check = next(c for c in result.checks if c.name == "reasoning_effort=none")
     assert check.evidence["measure"] == "usage reasoning_tokens"
     assert check.evidence["on_median"] == 30 and check.evidence["off_median"] == 0
