@@ -26,10 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from third_party import LlamaCppServer, TransformersServer, hf_folder, requantize
-
 from lossless.models import resolve
+from support import LlamaCppServer, TransformersServer, hf_folder, requantize
 
 LOSSLESS = str(Path(sys.executable).parent / "lossless")
 

@@ -17,17 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from tasks_side_by_side import LOSSLESS, MODEL, serve
-from third_party import LlamaCppServer
-
 from lossless.models import resolve
+from support import LOSSLESS, MODEL, LlamaCppServer, serve_lossless
 
 
 def card(url: str, model: str, out: Path, name: str, budget: float) -> dict[str, object]:
@@ -81,7 +76,7 @@ def main() -> None:
                 server = stack.enter_context(LlamaCppServer(Path(resolve(None)), extra=extra))
                 url, model = server.url, "smol"
             else:
-                proc, url = serve("--speculative", name)
+                proc, url = serve_lossless("--speculative", name)
                 stack.callback(proc.wait, 30)
                 stack.callback(proc.terminate)
                 model = MODEL

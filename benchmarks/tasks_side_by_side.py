@@ -31,18 +31,11 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from third_party import LlamaCppServer
-
 from lossless.models import resolve
-
-LOSSLESS = [sys.executable, "-m", "lossless.cli"]
-MODEL = "smollm2-135m-instruct"  # what our server answers to
-
+from support import LOSSLESS, MODEL, LlamaCppServer, serve_lossless
 
 ARTICLES = {
     "lighthouse": "The Varnholm lighthouse was lit in 1871 and has never gone dark since. Its keeper, Ida "
@@ -97,29 +90,6 @@ def copy_tasks(path: Path, latency_s: float = 2.0) -> Path:
     return path
 
 
-def serve(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``lossless serve`` on a free port; its URL once /v1/models answers."""
-    import socket
-    import time
-
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([*LOSSLESS, "serve", "--port", str(port), *extra], stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/models", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"lossless serve {' '.join(extra)} did not answer in 300 s")
-
-
 Endpoint = tuple[str, str, str]  # name, URL, model
 
 
@@ -172,8 +142,8 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs = args.runs.split(",")
-    plain, plain_url = serve()
-    spec, spec_url = serve("--speculative", "dspark")
+    plain, plain_url = serve_lossless()
+    spec, spec_url = serve_lossless("--speculative", "dspark")
     try:
         ours = [("plain", plain_url, MODEL), ("speculative", spec_url, MODEL)]
         if "tools" in runs:
@@ -183,7 +153,7 @@ def main() -> None:
             flags = ("--set", "bfcl-simple", "--limit", str(args.bfcl_limit), "--tool-choice", "required")
             summary("bfcl", tasks("bfcl", ours, args.out, *flags))
         if "copy" in runs:
-            ngram, ngram_url = serve("--speculative", "ngram")
+            ngram, ngram_url = serve_lossless("--speculative", "ngram")
             try:
                 pair = [("plain", plain_url, MODEL), ("ngram", ngram_url, MODEL)]
                 flags = ("--set", str(copy_tasks(args.out / "copy.jsonl")), "--tool-choice", "required-first")

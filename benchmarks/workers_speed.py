@@ -3,7 +3,7 @@
 
     python benchmarks/workers_speed.py [--streams 64,256,1024] [--events 100] [--interval-us 5000]
 
-A fast SSE server (sse_server.py, its own process, pinned to the last CPU) writes into every event the
+A fast SSE server (``support.serve_sse``, its own process, pinned to the last CPU) writes into every event the
 perf_counter_ns at which it wrote it: one system-wide monotonic clock, so for every event the client's
 arrival time minus the server's send time is the client's own lateness. For each stream count, in one
 run: a minimal raw-socket client (asyncio protocol on uvloop: one regex over each read, no HTTP library,
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import sse_server
 
+import support
 from lossless.bench.loop import loop_factory
 from lossless.rundir import read_jsonl
 
@@ -142,7 +142,7 @@ def main() -> None:
     server_cpu = None if args.no_pin or len(cpus) < 2 else cpus[-1]
     _CLIENT_CPUS = None if server_cpu is None else set(cpus[:-1])
     parent, child = mp.Pipe()
-    proc = mp.get_context("spawn").Process(target=sse_server.serve, args=(child, server_cpu), daemon=True)
+    proc = mp.get_context("spawn").Process(target=support.serve_sse, args=(child, server_cpu), daemon=True)
     proc.start()
     port = parent.recv()
     where = f"cpus {len(cpus)}, server on {server_cpu}, clients on {_CLIENT_CPUS or 'all'}"

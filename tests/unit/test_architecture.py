@@ -300,3 +300,48 @@ def test_test_modules_have_names_of_their_own() -> None:
     for path in tests.rglob("test_*.py"):
         seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
     assert {name: where for name, where in seen.items() if len(where) > 1} == {}
+
+
+# --- benchmarks ---------------------------------------------------------------------------------------
+
+REPO = Path(__file__).parents[2]
+UNMOVED = {
+    "engine_speed.py",
+    "verify_calibration.py",
+    "inspect_precision.py",
+}  # left for the verify/bench owners
+
+
+def benchmark_problems(folder: Path, ours: set[str]) -> list[str]:
+    """A benchmark imports ``lossless`` and ``support`` (benchmarks/support.py) of this repository, and
+    leaves ``sys.path`` alone: each import of another of ``ours`` (the repository's module names), and
+    each use of ``sys.path``, outside support.py."""
+    problems = []
+    for path in sorted(folder.glob("*.py")):
+        if path.name in {"support.py", *UNMOVED}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "."] if not node.level else ["."]
+            problems += [f"{path.name} imports {n}" for n in names if n.split(".")[0] in ours | {"."}]
+            if isinstance(node, ast.Attribute) and node.attr == "path" and ast.unparse(node.value) == "sys":
+                problems.append(f"{path.name} uses sys.path")
+    return sorted(problems)
+
+
+def test_benchmarks_import_lossless_and_their_support_only() -> None:
+    ours = {p.stem for p in [*(REPO / "benchmarks").glob("*.py"), *(REPO / "tests" / "support").glob("*.py")]}
+    assert benchmark_problems(REPO / "benchmarks", ours - {"support"}) == []
+
+
+def test_a_benchmark_reaching_past_its_support_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import sys\nsys.path.insert(0, 'x')\nfrom third_party import X\n")
+    (tmp_path / "b.py").write_text(
+        "import json\nimport support\nfrom lossless.models import resolve\nimport a\n"
+    )
+    assert benchmark_problems(tmp_path, {"a", "b", "third_party"}) == [
+        "a.py imports third_party",
+        "a.py uses sys.path",
+        "b.py imports a",
+    ]
