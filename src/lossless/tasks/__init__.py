@@ -13,6 +13,7 @@ sets.py           ``load_set()``: built-in sets: humaneval (its wheel), arithmet
 bfcl.py           ``load_category()``: BFCL's categories as task sets, from the wheel that ships them
 calculator.py     ``calculator()``: the function the built-in tools set's calls run
 runner.py         ``run_task()``: the agent loop: model -> tool calls -> results -> model; retries, repairs
+spent.py          ``Spent``, ``Prices``: what one task spent (calls, tokens, time, USD) -> its ``TaskRun``
 tally.py          ``tally_endpoint()``, ``compare_tasks()``: per endpoint (Wilson, pass@k, cost) and paired
 result.py         ``TaskRun``, ``TasksResult`` and their parts
 """

@@ -20,8 +20,9 @@ from lossless.provision import embedded, given
 from lossless.provision.counting import find_counter
 from lossless.tasks.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
-from lossless.tasks.runner import Counter, RunnerConfig, prices_of, run_task
+from lossless.tasks.runner import RunnerConfig, run_task
 from lossless.tasks.sets import load_set
+from lossless.tasks.spent import Counter, prices_of
 from lossless.tasks.tally import compare_tasks, tally_endpoint
 from lossless.tasks.task import Task
 
@@ -80,10 +81,16 @@ async def run_all(
         with progress_bar(f"tasks on {endpoint.name}", len(tasks) * options.samples) as advance:
             per.append(
                 await run_endpoint(
-                    endpoint, tasks, config, samples=options.samples, concurrency=options.concurrency,
-                    price_tool=options.price_tool, counter=counters[endpoint.name], on_done=advance,
+                    endpoint,
+                    tasks,
+                    config,
+                    samples=options.samples,
+                    concurrency=options.concurrency,
+                    price_tool=options.price_tool,
+                    counter=counters[endpoint.name],
+                    on_done=advance,
                 )
-            )  # fmt: skip
+            )
     summaries = tuple(
         tally_endpoint(e, runs, options.samples, options.seed) for e, runs in zip(endpoints, per, strict=True)
     )
@@ -92,24 +99,36 @@ async def run_all(
         for i in range(1, len(summaries))
     )
     settings = {
-        "tasks": len(tasks), "samples": options.samples, "repairs": options.repairs, "api": options.api,
-        "concurrency": options.concurrency, "retries": options.retries, "stream": options.stream,
-        "max_tokens": options.max_tokens, "temperature": options.temperature, "margin": options.margin,
+        "tasks": len(tasks),
+        "samples": options.samples,
+        "repairs": options.repairs,
+        "api": options.api,
+        "concurrency": options.concurrency,
+        "retries": options.retries,
+        "stream": options.stream,
+        "max_tokens": options.max_tokens,
+        "temperature": options.temperature,
+        "margin": options.margin,
         "tool_choice": options.tool_choice,
         "price_tool": options.price_tool,
-    }  # fmt: skip
+    }
     runs = tuple(r for rs in per for r in rs)
     return TasksResult(options.task_set, settings, summaries, comparisons, runs)
 
 
 def runner_config(options: TasksOptions) -> RunnerConfig:
     return RunnerConfig(
-        api=options.api, stream=options.stream, max_tokens=options.max_tokens,
+        api=options.api,
+        stream=options.stream,
+        max_tokens=options.max_tokens,
         temperature=options.temperature,
         tool_choice=options.tool_choice,
-        retries=options.retries, retry_wait=options.retry_wait, repairs=options.repairs,
-        call_timeout=options.timeout, seed=options.seed,
-    )  # fmt: skip
+        retries=options.retries,
+        retry_wait=options.retry_wait,
+        repairs=options.repairs,
+        call_timeout=options.timeout,
+        seed=options.seed,
+    )
 
 
 def named(options: TasksOptions) -> tuple[Endpoint, ...]:

@@ -11,7 +11,8 @@ import pytest
 from lossless.client.endpoints import Endpoint
 from lossless.client.turn import Turn
 from lossless.tasks.result import TaskRun
-from lossless.tasks.runner import Prices, backoff
+from lossless.tasks.runner import backoff
+from lossless.tasks.spent import Prices
 from lossless.tasks.tally import compare_tasks, pass_at_k, tally_endpoint, wilson
 
 E = Endpoint("e", "http://127.0.0.1:1/v1", "m")
@@ -19,13 +20,34 @@ E = Endpoint("e", "http://127.0.0.1:1/v1", "m")
 
 def _run(task: str, success: bool, task_s: float = 1.0, cost: float | None = 1.0, sample: int = 0) -> TaskRun:
     return TaskRun(
-        endpoint="e", task=task, sample=sample, success=success, end="answer", reason="", attempts=1,
-        steps=1, retries=0, tool_calls=0, tool_errors=0, invalid_arguments=0, schema_invalid=0,
+        endpoint="e",
+        task=task,
+        sample=sample,
+        success=success,
+        end="answer",
+        reason="",
+        attempts=1,
+        steps=1,
+        retries=0,
+        tool_calls=0,
+        tool_errors=0,
+        invalid_arguments=0,
+        schema_invalid=0,
         prompt_tokens=0,
-        completion_tokens=0, cached_tokens=None, usage_missing=0, task_s=task_s, model_s=task_s, ttft_s=0.0,
-        generation_s=0.0, tool_s=0.0, retry_s=0.0, check_s=0.0, cost_usd=cost, retry_cost_usd=None,
+        completion_tokens=0,
+        cached_tokens=None,
+        usage_missing=0,
+        task_s=task_s,
+        model_s=task_s,
+        ttft_s=0.0,
+        generation_s=0.0,
+        tool_s=0.0,
+        retry_s=0.0,
+        check_s=0.0,
+        cost_usd=cost,
+        retry_cost_usd=None,
         tool_cost_usd=None,
-    )  # fmt: skip
+    )
 
 
 def test_wilson_matches_the_published_interval_and_stays_honest_at_zero() -> None:
