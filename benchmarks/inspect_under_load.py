@@ -27,10 +27,24 @@ from support import LOSSLESS, MODEL, LlamaCppServer, serve_lossless
 
 def card(url: str, model: str, out: Path, name: str, budget: float) -> dict[str, object]:
     load = subprocess.Popen(
-        [*LOSSLESS, "bench", url, "--model", model, "--concurrency", "4", "--duration", str(budget + 300),
-         "--max-tokens", "32", "--out", str(out / f"{name}-load")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            *LOSSLESS,
+            "bench",
+            url,
+            "--model",
+            model,
+            "--concurrency",
+            "4",
+            "--duration",
+            str(budget + 300),
+            "--max-tokens",
+            "32",
+            "--out",
+            str(out / f"{name}-load"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(5)  # the load is running before the card starts
         start = time.monotonic()
@@ -55,9 +69,15 @@ def card(url: str, model: str, out: Path, name: str, budget: float) -> dict[str,
     (out / f"{name}.json").write_text(done.stdout)
     c = json.loads(done.stdout)["cards"][0]
     spec = c["speculative_decoding"]
-    return {"name": name, "verdict": spec["verdict"], "drafter": spec.get("drafter"),
-            "rounds": c["budget"]["rounds"], "stopped": c["budget"]["stopped"], "wall_s": round(wall, 1),
-            "note": spec.get("note")}  # fmt: skip
+    return {
+        "name": name,
+        "verdict": spec["verdict"],
+        "drafter": spec.get("drafter"),
+        "rounds": c["budget"]["rounds"],
+        "stopped": c["budget"]["stopped"],
+        "wall_s": round(wall, 1),
+        "note": spec.get("note"),
+    }
 
 
 def main() -> None:

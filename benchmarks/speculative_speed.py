@@ -98,9 +98,15 @@ def ours(
         else:
             out.stats = out.stats or SpecStats(parse_drafter_spec(spec or "", k).k)
             source = speculative_decode(
-                engine.model, drafter, ids, params, max_new_tokens=params.max_tokens,
-                k_max=out.stats.k_max, generator=gen, stats=out.stats,
-            )  # fmt: skip
+                engine.model,
+                drafter,
+                ids,
+                params,
+                max_new_tokens=params.max_tokens,
+                k_max=out.stats.k_max,
+                generator=gen,
+                stats=out.stats,
+            )
         times: list[float] = []
         t0 = time.perf_counter()
         n = 0
@@ -153,9 +159,14 @@ def theirs(path: Path, eos: list[int], lookup: int) -> Runner:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = model.generate(
-                torch.tensor([ids]), max_new_tokens=params.max_tokens, do_sample=not params.greedy,
-                eos_token_id=eos, pad_token_id=eos[0], streamer=clock, **extra,
-            )  # fmt: skip
+                torch.tensor([ids]),
+                max_new_tokens=params.max_tokens,
+                do_sample=not params.greedy,
+                eos_token_id=eos,
+                pad_token_id=eos[0],
+                streamer=clock,
+                **extra,
+            )
         out.add(result.shape[1] - len(ids), t0, clock.times[1], clock.times[-1])
 
     return run

@@ -79,13 +79,15 @@ def copy_tasks(path: Path, latency_s: float = 2.0) -> Path:
     for topic, text in ARTICLES.items():
         second = text.split(". ")[1].split()[-1]  # a word the quote must contain
         ask = f"Fetch the article about the {topic} and quote it word for word."
-        lines.append({
-            "id": f"copy-{topic}",
-            "messages": [{"role": "user", "content": ask}],
-            "tools": [tool],
-            "checker": {"kind": "regex", "pattern": re.escape(second), "ignore_case": True},
-            "limits": {"max_steps": 3, "max_tokens": 512, "max_seconds": 300},
-        })  # fmt: skip
+        lines.append(
+            {
+                "id": f"copy-{topic}",
+                "messages": [{"role": "user", "content": ask}],
+                "tools": [tool],
+                "checker": {"kind": "regex", "pattern": re.escape(second), "ignore_case": True},
+                "limits": {"max_steps": 3, "max_tokens": 512, "max_seconds": 300},
+            }
+        )
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
 
@@ -98,9 +100,14 @@ def tasks(name: str, endpoints: list[Endpoint], out: Path, *flags: str, body: st
     inline table, if given)."""
     toml = out / f"{name}.toml"
     first = f"body = {body}\n" if body else ""
-    toml.write_text("".join(f'[[endpoint]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\n'
-                            + (first if i == 0 else "") + "\n"
-                            for i, (n, u, m) in enumerate(endpoints)))  # fmt: skip
+    toml.write_text(
+        "".join(
+            f'[[endpoint]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\n'
+            + (first if i == 0 else "")
+            + "\n"
+            for i, (n, u, m) in enumerate(endpoints)
+        )
+    )
     argv = [
         *LOSSLESS,
         "tasks",
@@ -123,14 +130,18 @@ def tasks(name: str, endpoints: list[Endpoint], out: Path, *flags: str, body: st
 def summary(name: str, doc: dict[str, Any]) -> None:
     for e in doc["endpoints"]:
         s, parts = e["success_rate"], e["mean_parts_s"]
-        print(f"{name}: {e['name']}: success {e['successes']}/{e['runs']} ({s}); mean time per success "
-              f"{e['mean_time_per_success']}; output speed {e['output_speed']}; mean parts {parts}; "
-              f"ends {e['ends']}")  # fmt: skip
+        print(
+            f"{name}: {e['name']}: success {e['successes']}/{e['runs']} ({s}); mean time per success "
+            f"{e['mean_time_per_success']}; output speed {e['output_speed']}; mean parts {parts}; "
+            f"ends {e['ends']}"
+        )
     for c in doc["comparisons"]:
-        print(f"{name}: {c['candidate']} vs {c['baseline']}: {c['verdict']} (difference "
-              f"{c['difference']:+.3f}, 90% CI {c['ci90']}, McNemar p {c['p_mcnemar']:.3g}, both "
-              f"{c['both']}, only baseline {c['only_baseline']}, only candidate {c['only_candidate']}); "
-              f"{c['line']}; task time ratio {c['task_time_ratio']}")  # fmt: skip
+        print(
+            f"{name}: {c['candidate']} vs {c['baseline']}: {c['verdict']} (difference "
+            f"{c['difference']:+.3f}, 90% CI {c['ci90']}, McNemar p {c['p_mcnemar']:.3g}, both "
+            f"{c['both']}, only baseline {c['only_baseline']}, only candidate {c['only_candidate']}); "
+            f"{c['line']}; task time ratio {c['task_time_ratio']}"
+        )
 
 
 def main() -> None:

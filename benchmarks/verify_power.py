@@ -91,9 +91,14 @@ def main() -> None:
                     if result.verdict == "different":
                         evidence.update(r.split(":")[0].split(" ")[0] for r in result.decision.reasons)
             rate = verdicts["different"] / args.seeds
-            out[name] = {"lossy": lossy, "verdicts": dict(verdicts), "different_rate": rate,
-                         "evidence": dict(evidence), "contexts_p": contexts_p,
-                         "seconds_per_run": round((time.perf_counter() - start) / args.seeds, 2)}  # fmt: skip
+            out[name] = {
+                "lossy": lossy,
+                "verdicts": dict(verdicts),
+                "different_rate": rate,
+                "evidence": dict(evidence),
+                "contexts_p": contexts_p,
+                "seconds_per_run": round((time.perf_counter() - start) / args.seeds, 2),
+            }
             print(f"{name}: {dict(verdicts)} {dict(evidence)}", file=sys.stderr, flush=True)
     print(json.dumps(out, indent=2))
 

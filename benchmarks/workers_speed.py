@@ -61,10 +61,13 @@ class _Stream(asyncio.Protocol):
 
 
 async def _floor(port: int, streams: int, events: int, interval_us: int) -> list[list[tuple[int, int]]]:
-    body = json.dumps({"model": "m", "messages": [], "stream": True, "max_tokens": events,
-                       "x_interval_us": interval_us}).encode()  # fmt: skip
-    request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-               b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+    body = json.dumps(
+        {"model": "m", "messages": [], "stream": True, "max_tokens": events, "x_interval_us": interval_us}
+    ).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
     loop = asyncio.get_running_loop()
 
     async def one() -> _Stream:
@@ -96,20 +99,40 @@ def _errors(streams: list[list[tuple[int, int]]]) -> dict[str, float]:
     last = max(s[-1][0] for s in streams if s)
     n = sum(len(s) for s in streams)
     return {
-        "ttft_err_p50_ms": float(np.percentile(ttft, 50)), "ttft_err_p99_ms": float(np.percentile(ttft, 99)),
-        "gap_err_p50_ms": float(np.percentile(gaps, 50)), "gap_err_p99_ms": float(np.percentile(gaps, 99)),
-        "events_per_s": n / ((last - first) / 1e9), "events": n,
-    }  # fmt: skip
+        "ttft_err_p50_ms": float(np.percentile(ttft, 50)),
+        "ttft_err_p99_ms": float(np.percentile(ttft, 99)),
+        "gap_err_p50_ms": float(np.percentile(gaps, 50)),
+        "gap_err_p99_ms": float(np.percentile(gaps, 99)),
+        "events_per_s": n / ((last - first) / 1e9),
+        "events": n,
+    }
 
 
 def _lossless(port: int, streams: int, events: int, interval_us: int, workers: int, tmp: Path) -> dict:
     endpoints = tmp / "endpoints.toml"
-    endpoints.write_text(f'[[endpoint]]\nname = "sse"\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "m"\n'
-                         f"body = {{ x_interval_us = {interval_us} }}\n")  # fmt: skip
+    endpoints.write_text(
+        f'[[endpoint]]\nname = "sse"\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "m"\n'
+        f"body = {{ x_interval_us = {interval_us} }}\n"
+    )
     out = tmp / f"w{workers}-s{streams}"
-    cmd = [sys.executable, "-m", "lossless.cli", "bench", "--endpoints", str(endpoints), "--max-tokens",
-           str(events), "--concurrency", str(streams), "--requests", str(streams), "--workers", str(workers),
-           "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "lossless.cli",
+        "bench",
+        "--endpoints",
+        str(endpoints),
+        "--max-tokens",
+        str(events),
+        "--concurrency",
+        str(streams),
+        "--requests",
+        str(streams),
+        "--workers",
+        str(workers),
+        "--out",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, preexec_fn=_client_cpus)
     found = []
     for r in read_jsonl(out / "records.jsonl"):
@@ -165,10 +188,13 @@ def main() -> None:
                         port, streams, args.events, args.interval_us, workers, Path(tmp)
                     )
                 for name, row in rows.items():
-                    print(f"{streams:5d} streams  {name:9s}  TTFT err p50 {row['ttft_err_p50_ms']:7.2f} ms "
-                          f"p99 {row['ttft_err_p99_ms']:7.2f} ms  gap err p50 {row['gap_err_p50_ms']:6.2f} "
-                          f"p99 {row['gap_err_p99_ms']:6.2f} ms  {row['events_per_s']:9.0f} events/s  "
-                          f"{row.get('worker_busy', '')}", flush=True)  # fmt: skip
+                    print(
+                        f"{streams:5d} streams  {name:9s}  TTFT err p50 {row['ttft_err_p50_ms']:7.2f} ms "
+                        f"p99 {row['ttft_err_p99_ms']:7.2f} ms  gap err p50 {row['gap_err_p50_ms']:6.2f} "
+                        f"p99 {row['gap_err_p99_ms']:6.2f} ms  {row['events_per_s']:9.0f} events/s  "
+                        f"{row.get('worker_busy', '')}",
+                        flush=True,
+                    )
                 results.append({"streams": streams, **rows})
     finally:
         parent.send("stop")

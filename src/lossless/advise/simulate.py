@@ -54,8 +54,12 @@ class Samples:
         return len(self.end)
 
     @classmethod
-    def of(cls, end: Sequence[float] | np.ndarray, ok: Sequence[bool] | np.ndarray | None = None,
-           first: Sequence[float] | np.ndarray | None = None) -> Samples:  # fmt: skip
+    def of(
+        cls,
+        end: Sequence[float] | np.ndarray,
+        ok: Sequence[bool] | np.ndarray | None = None,
+        first: Sequence[float] | np.ndarray | None = None,
+    ) -> Samples:
         """Attempts given by their times (tests, closed-form cases): all successful unless ``ok`` says;
         a successful one's first token at its end unless ``first`` says; every failure retried."""
         e = np.asarray(end, dtype=float)
@@ -88,10 +92,13 @@ def samples(records: Sequence[RequestRecord], price: tuple[float | None, float |
     p_in, p_out = price
     usd = [((r.n_in or 0) * (p_in or 0.0) + (r.n_out or 0) * (p_out or 0.0)) / 1e6 for r in records]
     return Samples(
-        ok=np.array([r.ok for r in records], dtype=bool), first=times[:, 0], end=times[:, 1],
+        ok=np.array([r.ok for r in records], dtype=bool),
+        first=times[:, 0],
+        end=times[:, 1],
         failover=np.array([fails_over(r.error_kind) for r in records], dtype=bool),
-        usd=np.array(usd, dtype=float), priced=p_in is not None or p_out is not None,
-    )  # fmt: skip
+        usd=np.array(usd, dtype=float),
+        priced=p_in is not None or p_out is not None,
+    )
 
 
 # --- policies -----------------------------------------------------------------------------------------

@@ -31,10 +31,21 @@ def main() -> None:
 
 
 for command in (
-    serving.models, serving.serve, serving.draft, bench.bench, measure.probe, measure.verify,
-    tasks.tasks, inspect.inspect, serving.demo, saved.report, saved.compare, advise.advise, watch.watch,
+    serving.models,
+    serving.serve,
+    serving.draft,
+    bench.bench,
+    measure.probe,
+    measure.verify,
+    tasks.tasks,
+    inspect.inspect,
+    serving.demo,
+    saved.report,
+    saved.compare,
+    advise.advise,
+    watch.watch,
     watch.history,
-):  # fmt: skip
+):
     main.add_command(command)
 
 __all__ = ["main"]

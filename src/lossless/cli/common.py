@@ -187,9 +187,12 @@ def api_flag(default: str, apis: Sequence[str], more: str = "") -> Decorator:
     """--api: which of the APIs the requests are made in (``client.apis``); ``more`` says what it changes."""
     told = "; ".join(f"{a}: {API_HELP[a]}" for a in apis)
     return click.option(
-        "--api", default=default, show_default=True, type=click.Choice(list(apis)),
+        "--api",
+        default=default,
+        show_default=True,
+        type=click.Choice(list(apis)),
         help=f"The API the requests are made in - {told}." + (f" {more}" if more else ""),
-    )  # fmt: skip
+    )
 
 
 MODEL_HELP = (

@@ -47,9 +47,16 @@ class Chunk:
     ``ValueError``: the request is then one malformed answer, recorded as such, never a crash."""
 
     __slots__ = (
-        "completion_tokens", "content", "fingerprint", "finish_reason", "kind", "model", "reasoning",
-        "tool_chars", "usage",
-    )  # fmt: skip
+        "completion_tokens",
+        "content",
+        "fingerprint",
+        "finish_reason",
+        "kind",
+        "model",
+        "reasoning",
+        "tool_chars",
+        "usage",
+    )
 
     def __init__(self, obj: Any, api: str, stream: bool) -> None:
         if not isinstance(obj, dict):

@@ -67,8 +67,9 @@ def only_model(base_url: str, api_key_env: str | None, connect_timeout: float = 
     if found is not None and len(found) == 1:
         return found[0]
     if found:
-        raise UsageError(f"--model is required: {public_url(base_url)} serves {len(found)} models: "
-                         f"{', '.join(found[:20])}")  # fmt: skip
+        raise UsageError(
+            f"--model is required: {public_url(base_url)} serves {len(found)} models: {', '.join(found[:20])}"
+        )
     why = "lists none" if found is not None else "did not answer with a list"
     raise UsageError(f"--model is required: {public_url(base_url)}/models {why} to choose one by default")
 

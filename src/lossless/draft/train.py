@@ -79,14 +79,25 @@ def _run(engine: Any, out: Path, recipe: Recipe, log: Log, say: Callable[[str], 
     n_held = 2 * min(recipe.holdout // 2, len(seqs) // 10)
     held, train_seqs = seqs[:n_held] or seqs[:2], seqs[n_held:]
     config = HeadConfig(
-        dim=embed.shape[1], vocab_size=embed.shape[0], window=WINDOW, block=recipe.block,
-        ffn=recipe.ffn, rank=recipe.rank,
-    )  # fmt: skip
+        dim=embed.shape[1],
+        vocab_size=embed.shape[0],
+        window=WINDOW,
+        block=recipe.block,
+        ffn=recipe.ffn,
+        rank=recipe.rank,
+    )
     head = DSparkHead(config, embed, vocab)
     train_set, held_set = Anchors(train_seqs, config, vocab), Anchors(held, config, vocab)
-    log({"event": "data", "sequences": len(seqs), "train_anchors": len(train_set),
-         "heldout_anchors": len(held_set), "vocab": len(vocab),
-         "answer_tokens_in_vocab": train_set.coverage()})  # fmt: skip
+    log(
+        {
+            "event": "data",
+            "sequences": len(seqs),
+            "train_anchors": len(train_set),
+            "heldout_anchors": len(held_set),
+            "vocab": len(vocab),
+            "answer_tokens_in_vocab": train_set.coverage(),
+        }
+    )
     say(f"{len(train_set)} training anchors, vocabulary covers {train_set.coverage():.1%} of answer tokens")
     train(head, train_set, held_set, recipe, log, say)
     log({"event": "calibration", **calibrate_confidence(head, held_set)})
@@ -109,13 +120,26 @@ def _collected(engine: Any, path: Path, recipe: Recipe, say: Callable[[str], Non
         return lambda done, total: say(f"{what} {done}/{total} ({time.perf_counter() - start:.0f} s)")
 
     prompts = [p["prompt"] for p in bundled_prompts()][: recipe.prompts or None]
-    written = written_prompts(engine, recipe.written, batch=recipe.gen_batch, seed=recipe.seed + 1,
-                              log=progress("prompts written")) if recipe.written else []  # fmt: skip
+    written = (
+        written_prompts(
+            engine,
+            recipe.written,
+            batch=recipe.gen_batch,
+            seed=recipe.seed + 1,
+            log=progress("prompts written"),
+        )
+        if recipe.written
+        else []
+    )
     twice = [p for p in prompts for _ in range(2)]  # even index: greedy, odd: sampled
     seqs = target_answers(
-        engine, twice + written, max_new=recipe.max_new, batch=recipe.gen_batch, seed=recipe.seed,
+        engine,
+        twice + written,
+        max_new=recipe.max_new,
+        batch=recipe.gen_batch,
+        seed=recipe.seed,
         log=progress("answers"),
-    )  # fmt: skip
+    )
     # held-out prompts (bundled ones, both answers each) first, chosen by the seed; then the written ones
     order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(recipe.seed)).tolist()
     ordered = [seqs[2 * i + j] for i in order for j in (0, 1)] + seqs[len(twice) :]
@@ -256,8 +280,10 @@ def train(
             if score > best[0]:
                 best = (score, step, {k: v.clone() for k, v in head.state_dict().items()})
             log({"step": step, "heldout": scores})
-            say(f"step {step}: loss {float(loss.detach()):.3f}; held-out acceptance at T=1 by position "
-                f"{scores['acceptance_t1_by_position']}, tokens per pass {score:.3f}")  # fmt: skip
+            say(
+                f"step {step}: loss {float(loss.detach()):.3f}; held-out acceptance at T=1 by position "
+                f"{scores['acceptance_t1_by_position']}, tokens per pass {score:.3f}"
+            )
     head.load_state_dict(best[2])
     head.dropout = 0.0
     head.eval()

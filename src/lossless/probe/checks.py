@@ -263,7 +263,7 @@ SWITCHES: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
         {"chat_template_kwargs": {"enable_thinking": False}},
     ),
     ("reasoning.enabled=false", {"reasoning": {"enabled": True}}, {"reasoning": {"enabled": False}}),
-)  # fmt: skip
+)
 
 
 async def reasoning(w: Wire, s: Settings) -> list[Check]:
@@ -305,6 +305,14 @@ def judge_switch(name: str, on: Sequence[Reply], off: Sequence[Reply]) -> Check:
 
 
 CHECKS: tuple[Callable[[Wire, Settings], Awaitable[list[Check]]], ...] = (
-    canary, reasoning, max_tokens, stop, seed, greedy_family, n_choices, logprobs, stream_usage,
+    canary,
+    reasoning,
+    max_tokens,
+    stop,
+    seed,
+    greedy_family,
+    n_choices,
+    logprobs,
+    stream_usage,
     invalid_values,
-)  # fmt: skip
+)

@@ -24,11 +24,15 @@ from lossless.probe.checks import Check, Settings, rejected
 ASK = "What is the weather in Paris right now? Use a tool."
 _CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
-                                      "parameters": _CITY}},
-    {"type": "function", "function": {"name": "get_time", "description": "The local time in a city.",
-                                      "parameters": _CITY}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "The weather in a city.", "parameters": _CITY},
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_time", "description": "The local time in a city.", "parameters": _CITY},
+    },
+]
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
@@ -74,8 +78,13 @@ async def _with_room(w: Wire, bodies: list[dict[str, Any]], s: Settings) -> list
 
 def _inconclusive(name: str, reply: Reply, ev: dict[str, Any]) -> Check:
     tokens = reply.usage_int("completion_tokens")
-    return Check(name, "inconclusive", ev, f"the answer was cut at max_tokens ({tokens} tokens), even with "
-                 f"{ROOM}x the room: no evidence either way (give --max-tokens more)")  # fmt: skip
+    return Check(
+        name,
+        "inconclusive",
+        ev,
+        f"the answer was cut at max_tokens ({tokens} tokens), even with "
+        f"{ROOM}x the room: no evidence either way (give --max-tokens more)",
+    )
 
 
 def _call_check(name: str, reply: Reply, want: str | None) -> Check:

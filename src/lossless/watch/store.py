@@ -164,9 +164,21 @@ def add_run(db: sqlite3.Connection, run: Run, base: Path) -> int:
         db.executemany(
             f"INSERT INTO results (run, endpoint, load, workload, ok, failed, cancelled, {columns}, summary) "
             f"VALUES ({', '.join('?' * (8 + len(KEYS)))})",
-            [(number, r.endpoint, r.load, r.workload, r.ok, r.failed, r.cancelled,
-              *(r.values.get(k.column) for k in KEYS), r.summary) for r in run.results],
-        )  # fmt: skip
+            [
+                (
+                    number,
+                    r.endpoint,
+                    r.load,
+                    r.workload,
+                    r.ok,
+                    r.failed,
+                    r.cancelled,
+                    *(r.values.get(k.column) for k in KEYS),
+                    r.summary,
+                )
+                for r in run.results
+            ],
+        )
     assert number is not None
     return number
 
@@ -187,9 +199,19 @@ def read(db: sqlite3.Connection, base: Path, summaries: bool = False) -> tuple[R
     for number, run_id, started, finished, folder, config, error, version in db.execute(
         query + " ORDER BY started_s, id"
     ):
-        runs.append(Run(number, run_id, started, finished, None if folder is None else base / folder,
-                        None if config is None else json.loads(config), error, version,
-                        tuple(found.get(number, ()))))  # fmt: skip
+        runs.append(
+            Run(
+                number,
+                run_id,
+                started,
+                finished,
+                None if folder is None else base / folder,
+                None if config is None else json.loads(config),
+                error,
+                version,
+                tuple(found.get(number, ())),
+            )
+        )
     return tuple(runs)
 
 
@@ -224,8 +246,11 @@ def value(e: EndpointStats, key: Key) -> float | None:
 def workload(config: Mapping[str, Any], endpoint: str) -> str:
     """What was asked of ``endpoint``, hashed: the run's settings and the endpoint's model, body and
     header names, not its URL (the embedded server's port changes from run to run), price or key."""
-    mine = [{k: e.get(k) for k in ("model", "body", "headers")}
-            for e in config.get("endpoints", ()) if e.get("name") == endpoint]  # fmt: skip
+    mine = [
+        {k: e.get(k) for k in ("model", "body", "headers")}
+        for e in config.get("endpoints", ())
+        if e.get("name") == endpoint
+    ]
     asked = {k: v for k, v in config.items() if k != "endpoints"}
     return hashlib.sha256(json.dumps([mine, asked], sort_keys=True, default=str).encode()).hexdigest()[:8]
 

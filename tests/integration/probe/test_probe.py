@@ -85,10 +85,18 @@ def test_our_server_is_probed_for_what_it_really_does(tiny_checkpoint: Path) -> 
     # protocol.py: unknown fields accepted (and named in a header), n > 1 refused, the rest honoured
     assert got["unknown field lossless_canary_field"] == "ignored"
     assert got["n=3"] == "rejected"
-    for name in ("max_tokens=5", "stop", "seed", "temperature=1 samples", "temperature=0 repeatable",
-                 "logprobs", "top_logprobs=3",
-                 "stream_options.include_usage", "usage.prompt_tokens stable",
-                 "stream == non-stream (temperature 0)"):  # fmt: skip
+    for name in (
+        "max_tokens=5",
+        "stop",
+        "seed",
+        "temperature=1 samples",
+        "temperature=0 repeatable",
+        "logprobs",
+        "top_logprobs=3",
+        "stream_options.include_usage",
+        "usage.prompt_tokens stable",
+        "stream == non-stream (temperature 0)",
+    ):
         assert got[name] == "honoured", name
     for name in ("temperature=-1 (invalid)", "max_tokens=-1 (invalid)", "top_p=5 (invalid)"):
         assert got[name] == "rejected", name

@@ -310,16 +310,26 @@ texts = plausible(
 TOOL_BODY = st.fixed_dictionaries({"name": plausible(odd_text), "input_schema": json_values})
 RESPONSES = {
     **{k: COMMON[k] for k in ("model", "stream", "temperature", "top_p", "seed")},
-    "input": plausible(odd_text | st.lists(json_values | st.fixed_dictionaries({
-        "role": plausible(st.sampled_from(["user", "assistant", "developer"])), "content": texts,
-    }), max_size=3)),
+    "input": plausible(
+        odd_text
+        | st.lists(
+            json_values
+            | st.fixed_dictionaries(
+                {
+                    "role": plausible(st.sampled_from(["user", "assistant", "developer"])),
+                    "content": texts,
+                }
+            ),
+            max_size=3,
+        )
+    ),
     "instructions": plausible(odd_text),
     "max_output_tokens": plausible(st.integers(-1, 3)),
     "tools": plausible(st.lists(TOOL_BODY.map(lambda t: {"type": "function", **t}), max_size=2)),
     "tool_choice": plausible(st.sampled_from(["auto", "none", "required"])),
     "text": json_values,
     "include": plausible(st.lists(st.just("message.output_text.logprobs") | odd_text, max_size=2)),
-}  # fmt: skip
+}
 BLOCKS = st.one_of(
     st.fixed_dictionaries({"type": st.just("text"), "text": odd_text}),
     st.fixed_dictionaries(
@@ -330,18 +340,29 @@ BLOCKS = st.one_of(
 )
 MESSAGES = {
     **{k: COMMON[k] for k in ("model", "stream", "top_p", "top_k")},
-    "messages": plausible(st.lists(st.fixed_dictionaries({
-        "role": plausible(st.sampled_from(["user", "assistant"])),
-        "content": plausible(odd_text | st.lists(BLOCKS, max_size=3)),
-    }), min_size=1, max_size=3)),
+    "messages": plausible(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "role": plausible(st.sampled_from(["user", "assistant"])),
+                    "content": plausible(odd_text | st.lists(BLOCKS, max_size=3)),
+                }
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    ),
     "system": texts,
     "max_tokens": plausible(st.integers(-1, 3)),
     "temperature": plausible(st.floats(-0.5, 1.5)),
     "stop_sequences": plausible(st.lists(odd_text, max_size=3)),
     "tools": plausible(st.lists(TOOL_BODY, max_size=2)),
-    "tool_choice": plausible(st.fixed_dictionaries({"type": st.sampled_from(["auto", "any", "tool", "none"])},
-                                                   optional={"name": odd_text})),
-}  # fmt: skip
+    "tool_choice": plausible(
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["auto", "any", "tool", "none"])}, optional={"name": odd_text}
+        )
+    ),
+}
 
 
 @FUZZ

@@ -33,8 +33,21 @@ def test_arithmetic_on_the_embedded_model_without_a_url(
 ) -> None:
     # the command serves the model itself, as it does with no URL; loading it once saves the test ~10 s
     monkeypatch.setattr("lossless.server.main.load_model", lambda config: loaded)
-    args = ["--set", "arithmetic", "--limit", "3", "--max-tokens", "16", "--temperature", "0",
-            "--price-in", "0.1", "--price-out", "0.4", "--json"]  # fmt: skip
+    args = [
+        "--set",
+        "arithmetic",
+        "--limit",
+        "3",
+        "--max-tokens",
+        "16",
+        "--temperature",
+        "0",
+        "--price-in",
+        "0.1",
+        "--price-out",
+        "0.4",
+        "--json",
+    ]
     result = CliRunner().invoke(tasks_command, args)
     assert result.exit_code == 0, result.output + str(result.exception)
     data = json.loads(result.stdout)

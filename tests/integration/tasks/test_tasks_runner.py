@@ -113,9 +113,27 @@ def test_the_tasks_command_writes_its_result_and_pairs_two_endpoints(tmp_path: P
     fast = Behaviour(ttft_s=0.005, tpot_s=0.001, tokens=3)
     slow = Behaviour(ttft_s=0.02, tpot_s=0.01, tokens=3, fail_5xx=0.3)
     with task_server(fast, seed=0) as (a, _), task_server(slow, seed=0) as (b, _):
-        args = [a, b, "--model", "m", "--set", str(path), "--concurrency", "3", "--retries", "9",
-                "--retry-wait", "0.01", "--price-in", "1", "--price-out", "2", "--json",
-                "--out", str(tmp_path)]  # fmt: skip
+        args = [
+            a,
+            b,
+            "--model",
+            "m",
+            "--set",
+            str(path),
+            "--concurrency",
+            "3",
+            "--retries",
+            "9",
+            "--retry-wait",
+            "0.01",
+            "--price-in",
+            "1",
+            "--price-out",
+            "2",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ]
         result = CliRunner().invoke(tasks_command, args)
     assert result.exit_code == 0, result.output + str(result.exception)
     data = json.loads(result.stdout)

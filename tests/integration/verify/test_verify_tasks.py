@@ -41,8 +41,9 @@ def _evidence(
 
 def _verdict(found: TaskEvidence) -> tuple[str, tuple[str, ...]]:
     assert found.parity is not None
-    decision = decide([], [], Criteria(), detectable=None, tasks=None, agreement=None,
-                      extra=found.parity.findings())  # fmt: skip
+    decision = decide(
+        [], [], Criteria(), detectable=None, tasks=None, agreement=None, extra=found.parity.findings()
+    )
     return decision.verdict, decision.reasons
 
 

@@ -32,12 +32,36 @@ def _record(i: int) -> RequestRecord:
     sent = i * 1000 * MS
     events = tuple(sent + (100 + 10 * k) * MS for k in range(5))
     return RequestRecord(
-        endpoint="x", request_index=i, attempt=0, prompt_id=f"p{i}", prompt_class="short", api="chat",
-        stream=True, warmup=False, load="c=1", scheduled_ns=sent, sent_ns=sent, headers_ns=sent + MS,
-        event_ns=events, event_kinds="c" * 5, event_tokens=(-1,) * 5, end_ns=events[-1] + MS, status=200,
-        error_kind=None, error=None, retried=False, n_in=5, n_out=5, n_out_source="usage", n_reasoning=None,
-        finish_reason="stop", text="x", reasoning_text="", tool_call_chars=0, server_headers=(),
-    )  # fmt: skip
+        endpoint="x",
+        request_index=i,
+        attempt=0,
+        prompt_id=f"p{i}",
+        prompt_class="short",
+        api="chat",
+        stream=True,
+        warmup=False,
+        load="c=1",
+        scheduled_ns=sent,
+        sent_ns=sent,
+        headers_ns=sent + MS,
+        event_ns=events,
+        event_kinds="c" * 5,
+        event_tokens=(-1,) * 5,
+        end_ns=events[-1] + MS,
+        status=200,
+        error_kind=None,
+        error=None,
+        retried=False,
+        n_in=5,
+        n_out=5,
+        n_out_source="usage",
+        n_reasoning=None,
+        finish_reason="stop",
+        text="x",
+        reasoning_text="",
+        tool_call_chars=0,
+        server_headers=(),
+    )
 
 
 RECORD = json.loads(to_json(_record(0)))

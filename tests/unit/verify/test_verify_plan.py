@@ -91,8 +91,16 @@ def test_an_unbounded_score_difference_draws_more_samples_and_says_how_many_at_t
 
 def test_problems_settle_at_once() -> None:
     calm = [_t("mean_score", 0.5, 0.1)]
-    d = decide(calm, calm, Criteria(), detectable=None, tasks=None, agreement=None, problems=["down"],
-               look=Look(0, (10, 20, 30)))  # fmt: skip
+    d = decide(
+        calm,
+        calm,
+        Criteria(),
+        detectable=None,
+        tasks=None,
+        agreement=None,
+        problems=["down"],
+        look=Look(0, (10, 20, 30)),
+    )
     assert d.verdict == "inconclusive" and d.settled
 
 

@@ -160,14 +160,35 @@ def test_decide_follows_differences_then_calibration_then_power() -> None:
 def test_an_unstable_baseline_does_not_veto_a_difference_well_beyond_its_drift() -> None:
     c = Criteria()
     drifting = [_t("mean_score", 0.001, 0.2), _t("rank", 0.6, 0.01)]
-    clear = decide(drifting, [_t("mean_score", 0.001, 0.7), _t("rank", 0.5, 0.01)], c,
-                   detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    clear = decide(
+        drifting,
+        [_t("mean_score", 0.001, 0.7), _t("rank", 0.5, 0.01)],
+        c,
+        detectable=0.1,
+        sample_sd=1.0,
+        tasks=None,
+        agreement=None,
+    )
     assert clear.verdict == "different" and "baseline unstable" in clear.reasons[0]
-    within = decide(drifting, [_t("mean_score", 0.001, 0.3), _t("rank", 0.5, 0.01)], c,
-                    detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    within = decide(
+        drifting,
+        [_t("mean_score", 0.001, 0.3), _t("rank", 0.5, 0.01)],
+        c,
+        detectable=0.1,
+        sample_sd=1.0,
+        tasks=None,
+        agreement=None,
+    )
     assert within.verdict == "inconclusive" and "differs from itself" in within.reasons[0]
-    elsewhere = decide(drifting, [_t("mean_score", 0.5, 0.1), _t("rank", 0.001, 0.05)], c,
-                       detectable=0.1, sample_sd=1.0, tasks=None, agreement=None)  # fmt: skip
+    elsewhere = decide(
+        drifting,
+        [_t("mean_score", 0.5, 0.1), _t("rank", 0.001, 0.05)],
+        c,
+        detectable=0.1,
+        sample_sd=1.0,
+        tasks=None,
+        agreement=None,
+    )
     assert elsewhere.verdict == "different"  # a stable test's difference stands
 
 
@@ -259,9 +280,17 @@ def test_contexts_needs_the_baseline_to_reject_itself_before_its_effect_is_a_bar
     """contexts' A/A is the baseline's few long draws against its own distribution: a noisy estimate
     of its own departure, not the A/B comparison's noise. A bar only where it rejects."""
     ab = [_t("contexts", 0.001, 0.015)]
-    noisy = decide([_t("contexts", 0.3, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None,
-                   agreement=None)  # fmt: skip
+    noisy = decide(
+        [_t("contexts", 0.3, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None, agreement=None
+    )
     assert noisy.verdict == "different"
-    off = decide([_t("contexts", 0.001, 0.03)], ab, Criteria(), detectable=0.1, sample_sd=1.0, tasks=None,
-                 agreement=None)  # fmt: skip
+    off = decide(
+        [_t("contexts", 0.001, 0.03)],
+        ab,
+        Criteria(),
+        detectable=0.1,
+        sample_sd=1.0,
+        tasks=None,
+        agreement=None,
+    )
     assert off.verdict == "inconclusive"  # the baseline does not draw from what it reports
