@@ -48,8 +48,12 @@ def test_a_request_asks_what_the_same_chat_request_asks() -> None:
     )
     want = chat_req(
         messages=[{"role": "system", "content": "Be brief."}, *HI],
-        max_tokens=8, temperature=0, top_p=0.9, top_k=4, stop=["\n"],
-    )  # fmt: skip
+        max_tokens=8,
+        temperature=0,
+        top_p=0.9,
+        top_k=4,
+        stop=["\n"],
+    )
     assert (got.messages, got.params, got.max_tokens) == (want.messages, want.params, want.max_tokens)
     assert messages_req(metadata={"user_id": "u"}, thinking=None).ignored == ("metadata", "thinking")
 
@@ -119,7 +123,7 @@ def test_tool_choice_translates() -> None:
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice"),
         ({"system": 3}, "system"),
     ],
-)  # fmt: skip
+)
 def test_refusals_name_the_field(fields: dict[str, Any], param: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         messages_req(**fields)
@@ -171,9 +175,14 @@ def test_a_text_stream_is_the_apis_event_sequence() -> None:
     req = messages_req(stream=True, stop_sequences=[" END", " STOP"])
     got = stream(req, [Delta("Hi", (5,)), Delta("", (7,), finish_reason="stop"), Finished("stop", 2, 0, 0)])
     assert [kind for kind, _ in got] == [
-        "message_start", "content_block_start", "ping", "content_block_delta", "content_block_stop",
-        "message_delta", "message_stop",
-    ]  # fmt: skip
+        "message_start",
+        "content_block_start",
+        "ping",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert got[0][1]["message"]["usage"]["input_tokens"] == 3 and got[0][1]["message"]["content"] == []
     assert got[3][1]["delta"] == {"type": "text_delta", "text": "Hi"}
     assert got[5][1]["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": " STOP"}

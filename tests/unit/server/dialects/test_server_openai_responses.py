@@ -41,8 +41,12 @@ def test_a_request_asks_what_the_same_chat_request_asks() -> None:
     )
     want = chat_req(
         messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
-        max_tokens=5, temperature=0.5, top_p=0.9, seed=7, top_k=3,
-    )  # fmt: skip
+        max_tokens=5,
+        temperature=0.5,
+        top_p=0.9,
+        seed=7,
+        top_k=3,
+    )
     assert (got.messages, got.params, got.max_tokens) == (want.messages, want.params, want.max_tokens)
     assert got.api == "chat" and got.ignored == ()
 
@@ -141,10 +145,17 @@ def test_a_text_stream_is_the_apis_event_sequence() -> None:
         ],
     )
     assert [e["type"].removeprefix("response.") for e in got] == [
-        "created", "in_progress", "output_item.added", "content_part.added",
-        "output_text.delta", "output_text.delta", "output_text.done", "content_part.done",
-        "output_item.done", "incomplete",
-    ]  # fmt: skip
+        "created",
+        "in_progress",
+        "output_item.added",
+        "content_part.added",
+        "output_text.delta",
+        "output_text.delta",
+        "output_text.done",
+        "content_part.done",
+        "output_item.done",
+        "incomplete",
+    ]
     assert [e["sequence_number"] for e in got] == list(range(len(got)))
     final = got[-1]["response"]
     assert final["status"] == "incomplete" and final["incomplete_details"] == {"reason": "max_output_tokens"}

@@ -102,12 +102,19 @@ def test_response_formats_set_a_grammar() -> None:
 def test_earlier_calls_and_results_are_written_for_the_model() -> None:
     messages = [
         *ASK,
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
-    ]  # fmt: skip
+    ]
     body = {"messages": messages, "tools": [WEATHER]}
     req = tool_calls.apply(parse("chat", body, "m", frozenset()), body)
     assert (
