@@ -100,7 +100,7 @@ def test_named_tool_call_streamed_equals_the_whole_one(client: tuple[openai.Open
     deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
     calls = [tc for d in deltas for tc in d.tool_calls or []]
     assert whole.finish_reason == "tool_calls", whole.message
-    # a name delta, then the arguments' text as it is generated (server/tool_stream.py)
+    # a name delta, then the arguments' text as it is generated (server/openai/tool_stream.py)
     assert [tc.function.name for tc in calls] == ["get_time"] + [None] * (len(calls) - 1)
     assert {tc.index for tc in calls} == {0} and calls[0].id and calls[0].function.arguments == ""
     arguments = "".join(tc.function.arguments for tc in calls)

@@ -58,7 +58,7 @@ def test_codes_scale_and_zero_mean_what_the_file_means(kind: Q) -> None:
 
 def test_int4_linear_is_the_dense_product_of_the_same_weights() -> None:
     weight = q4_weight("Q4_1", blocks(Q.Q4_1, 64, 128, seed=1), (64, 128))
-    layer = Int4Linear(weight, "torch")  # ours: test_q4_kernel
+    layer = Int4Linear(weight, "torch")  # ours: test_block_kernels
     x = torch.randn(2, 5, 128).to(torch.bfloat16)
     dense = x.double() @ weight.dense(torch.float64).T
     torch.testing.assert_close(layer(x).double(), dense, rtol=0.02, atol=0.05)

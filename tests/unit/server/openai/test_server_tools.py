@@ -1,4 +1,4 @@
-"""tools / tool_choice / response_format: parsed and refused as documented in server/tool_calls.py, the
+"""tools / tool_choice / response_format: parsed and refused as documented in server/openai/tool_calls.py, the
 tools shown to the model, and tagged calls read back out of whole and streamed text."""
 
 from __future__ import annotations
