@@ -1,6 +1,6 @@
 """The translated APIs' view of a job (Responses, Messages): its events as ``pieces()`` for a stream, or
-as one ``WholeAnswer`` for a whole body, both read for tool calls as the chat path reads them; their
-encoders (``dialects/``) shape them into each API's events and bodies.
+as one ``WholeAnswer`` for a whole body, both read for tool calls as the chat path reads them; the API
+modules beside this one shape them into each API's events and bodies.
 """
 
 from __future__ import annotations
