@@ -30,8 +30,9 @@ import httpx
 # the one place a benchmark reaches the test suite's helpers
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
+import third_party  # the module too: verify_calibration.py builds a server of ours on its _Server
 from llama_vocab import VERSION as LLAMA_VOCAB_VERSION, vocab_files
-from third_party import LlamaCppServer, TransformersServer, hf_folder, requantize
+from third_party import LlamaCppServer, TransformersServer, VllmServer, hf_folder, requantize, vllm_python
 from tiny_checkpoint import write_tiny_checkpoint
 
 __all__ = [
@@ -44,11 +45,14 @@ __all__ = [
     "TYPOS",
     "LlamaCppServer",
     "TransformersServer",
+    "VllmServer",
     "hf_folder",
     "lossy_engines",
     "requantize",
     "serve_lossless",
     "serve_sse",
+    "third_party",
+    "vllm_python",
     "vocab_files",
     "write_tiny_checkpoint",
 ]
