@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 import numpy as np
-import sse_server
 
+import support
 from lossless.bench.loop import frozen_heap, loop_factory
 from lossless.client.call import CallOptions, Job, call
 from lossless.client.endpoints import Endpoint
@@ -135,7 +135,7 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     pin = args.pin and len(cpus) >= 2
     server_cpu = cpus[-1] if pin else None
-    server = mp.get_context("spawn").Process(target=sse_server.serve, args=(child, server_cpu), daemon=True)
+    server = mp.get_context("spawn").Process(target=support.serve_sse, args=(child, server_cpu), daemon=True)
     server.start()
     if pin:
         os.sched_setaffinity(0, set(cpus[:-1]))

@@ -26,10 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from third_party import LlamaCppServer, TransformersServer, hf_folder, requantize
-
 from lossless.models import resolve
+from support import LlamaCppServer, TransformersServer, hf_folder, requantize
 
 LOSSLESS = str(Path(sys.executable).parent / "lossless")
 
@@ -105,13 +103,21 @@ def verify_row(base: Any, cand: Any, api: str, budget: str, seed: int = 0) -> di
     ab = [t["ab_holm_p"] for t in doc.get("tests", [])]
     agreement = doc.get("logprob_agreement") or {}
     return {
-        "api": api, "budget": budget, "seed": seed, "exit": code, "seconds": round(took, 1),
-        "verdict": doc.get("verdict"), "reasons": doc.get("reasons"),
-        "min_ab_holm_p": min(ab) if ab else None, "detectable": doc.get("detectable_score_difference"),
-        "agreement": agreement.get("mean_abs_diff"), "agreement_noise": agreement.get("baseline_noise"),
-        "agreement_source": agreement.get("source"), "capabilities": doc.get("capabilities"),
+        "api": api,
+        "budget": budget,
+        "seed": seed,
+        "exit": code,
+        "seconds": round(took, 1),
+        "verdict": doc.get("verdict"),
+        "reasons": doc.get("reasons"),
+        "min_ab_holm_p": min(ab) if ab else None,
+        "detectable": doc.get("detectable_score_difference"),
+        "agreement": agreement.get("mean_abs_diff"),
+        "agreement_noise": agreement.get("baseline_noise"),
+        "agreement_source": agreement.get("source"),
+        "capabilities": doc.get("capabilities"),
         "tasks_ci90": (doc.get("tasks") or {}).get("ci90"),
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -175,9 +181,17 @@ def transformers_serve(hf: Path, greedy: Path) -> dict[str, Any]:
 
 
 PROBED = (
-    "max_tokens=5", "stop", "seed", "temperature=1 samples", "temperature=0 repeatable", "n=3", "logprobs",
-    "top_logprobs=3", "stream_options.include_usage", "unknown field lossless_canary_field",
-)  # fmt: skip
+    "max_tokens=5",
+    "stop",
+    "seed",
+    "temperature=1 samples",
+    "temperature=0 repeatable",
+    "n=3",
+    "logprobs",
+    "top_logprobs=3",
+    "stream_options.include_usage",
+    "unknown field lossless_canary_field",
+)
 
 
 def render(results: dict[str, Any]) -> str:

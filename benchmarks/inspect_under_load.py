@@ -17,25 +17,34 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from tasks_side_by_side import LOSSLESS, MODEL, serve
-from third_party import LlamaCppServer
-
 from lossless.models import resolve
+from support import LOSSLESS, MODEL, LlamaCppServer, serve_lossless
 
 
 def card(url: str, model: str, out: Path, name: str, budget: float) -> dict[str, object]:
     load = subprocess.Popen(
-        [*LOSSLESS, "bench", url, "--model", model, "--concurrency", "4", "--duration", str(budget + 300),
-         "--max-tokens", "32", "--out", str(out / f"{name}-load")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            *LOSSLESS,
+            "bench",
+            url,
+            "--model",
+            model,
+            "--concurrency",
+            "4",
+            "--duration",
+            str(budget + 300),
+            "--max-tokens",
+            "32",
+            "--out",
+            str(out / f"{name}-load"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(5)  # the load is running before the card starts
         start = time.monotonic()
@@ -60,9 +69,15 @@ def card(url: str, model: str, out: Path, name: str, budget: float) -> dict[str,
     (out / f"{name}.json").write_text(done.stdout)
     c = json.loads(done.stdout)["cards"][0]
     spec = c["speculative_decoding"]
-    return {"name": name, "verdict": spec["verdict"], "drafter": spec.get("drafter"),
-            "rounds": c["budget"]["rounds"], "stopped": c["budget"]["stopped"], "wall_s": round(wall, 1),
-            "note": spec.get("note")}  # fmt: skip
+    return {
+        "name": name,
+        "verdict": spec["verdict"],
+        "drafter": spec.get("drafter"),
+        "rounds": c["budget"]["rounds"],
+        "stopped": c["budget"]["stopped"],
+        "wall_s": round(wall, 1),
+        "note": spec.get("note"),
+    }
 
 
 def main() -> None:
@@ -81,7 +96,7 @@ def main() -> None:
                 server = stack.enter_context(LlamaCppServer(Path(resolve(None)), extra=extra))
                 url, model = server.url, "smol"
             else:
-                proc, url = serve("--speculative", name)
+                proc, url = serve_lossless("--speculative", name)
                 stack.callback(proc.wait, 30)
                 stack.callback(proc.terminate)
                 model = MODEL

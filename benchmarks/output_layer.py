@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from gguf import GGUFReader
 
-from lossless.engine.weights import q4_kernel
+from lossless.engine.weights import block_kernels
 from lossless.engine.weights.gguf import q8_weight
 from lossless.engine.weights.packed import PackedLinear, can_pack
 from lossless.engine.weights.quant import Q8Linear
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=30)
     opts = ap.parse_args()
     torch.set_num_threads(opts.threads)
-    if (why_not := q4_kernel.load("avx512")) is not None or not can_pack():
+    if (why_not := block_kernels.load_kernels("avx512")) is not None or not can_pack():
         raise SystemExit(f"needs AVX-512 VNNI and oneDNN's bfloat16: {why_not or 'no packed bfloat16 here'}")
     found = next(t for t in GGUFReader(str(resolve(None))).tensors if t.name == "token_embd.weight")
     cols, rows = (int(d) for d in found.shape.tolist())

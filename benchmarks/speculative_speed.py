@@ -50,55 +50,7 @@ from lossless.engine.speculate.head_drafter import HeadDrafter
 from lossless.engine.speculate.spec import parse_drafter_spec
 from lossless.engine.speculate.speculative import SpecStats, speculative_decode
 from lossless.models import resolve
-
-PARAGRAPH = (
-    "The city library opened its new reading room last spring. It has tall windows facing the park, "
-    "long oak tables, and quiet corners with armchairs for anyone who wants to read for an afternoon. "
-    "Volunteers run a homework club on Tuesdays and Thursdays, and on Saturday mornings a storyteller "
-    "reads to young children. The librarians say that visits have doubled since the room opened, and "
-    "they hope to add a small cafe next year if the council approves the budget."
-)
-TYPOS = (
-    "Yesterday we walkd to the harbour to wach the boats come in. The wind was strong and the waves "
-    "were hight, but the fishermen seemed calm and confidant. One of them told us that he had been "
-    "sailing for fourty years and had never seen the sea so rough in sumer. We bought fresh fish for "
-    "diner and walked home along the cliffs as the sun set behind the lighthouse."
-)
-CODE = """def summarize(values):
-    n = len(values)
-    if n == 0:
-        return None
-    s = 0
-    for v in values:
-        s = s + v
-    m = s / n
-    sq = 0
-    for v in values:
-        sq = sq + (v - m) ** 2
-    sd = (sq / n) ** 0.5
-    lo = min(values)
-    hi = max(values)
-    return {"n": n, "mean": m, "sd": sd, "min": lo, "max": hi}
-"""
-SUITES = {
-    "grounded": [
-        f"Repeat the following text exactly, word for word:\n\n{PARAGRAPH}",
-        f"Correct the spelling mistakes in this text and write out the corrected text:\n\n{TYPOS}",
-        f"In this Python code, rename the variable `values` to `samples` and `n` to `count`. "
-        f"Write out the whole code.\n\n{CODE}",
-        f"Rewrite this text, replacing 'library' with 'museum' everywhere:\n\n{PARAGRAPH}",
-        f"Add a short comment above each line of this Python code:\n\n{CODE}",
-        f"Rewrite this text in the present tense:\n\n{TYPOS}",
-    ],
-    "chat": [
-        "What are some good habits for staying healthy while working from home?",
-        "Write a short story about a robot who wants to learn to paint.",
-        "Explain how rainbows form, for a ten-year-old.",
-        "Give me three ideas for a weekend trip with friends, and why each is fun.",
-        "What is the difference between a virus and a bacterium?",
-        "Write a polite email asking a neighbour to keep their music down at night.",
-    ],
-}
+from support import SUITES
 
 
 @dataclass
@@ -146,9 +98,15 @@ def ours(
         else:
             out.stats = out.stats or SpecStats(parse_drafter_spec(spec or "", k).k)
             source = speculative_decode(
-                engine.model, drafter, ids, params, max_new_tokens=params.max_tokens,
-                k_max=out.stats.k_max, generator=gen, stats=out.stats,
-            )  # fmt: skip
+                engine.model,
+                drafter,
+                ids,
+                params,
+                max_new_tokens=params.max_tokens,
+                k_max=out.stats.k_max,
+                generator=gen,
+                stats=out.stats,
+            )
         times: list[float] = []
         t0 = time.perf_counter()
         n = 0
@@ -201,9 +159,14 @@ def theirs(path: Path, eos: list[int], lookup: int) -> Runner:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = model.generate(
-                torch.tensor([ids]), max_new_tokens=params.max_tokens, do_sample=not params.greedy,
-                eos_token_id=eos, pad_token_id=eos[0], streamer=clock, **extra,
-            )  # fmt: skip
+                torch.tensor([ids]),
+                max_new_tokens=params.max_tokens,
+                do_sample=not params.greedy,
+                eos_token_id=eos,
+                pad_token_id=eos[0],
+                streamer=clock,
+                **extra,
+            )
         out.add(result.shape[1] - len(ids), t0, clock.times[1], clock.times[-1])
 
     return run

@@ -31,18 +31,11 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from third_party import LlamaCppServer
-
 from lossless.models import resolve
-
-LOSSLESS = [sys.executable, "-m", "lossless.cli"]
-MODEL = "smollm2-135m-instruct"  # what our server answers to
-
+from support import LOSSLESS, MODEL, LlamaCppServer, serve_lossless
 
 ARTICLES = {
     "lighthouse": "The Varnholm lighthouse was lit in 1871 and has never gone dark since. Its keeper, Ida "
@@ -86,38 +79,17 @@ def copy_tasks(path: Path, latency_s: float = 2.0) -> Path:
     for topic, text in ARTICLES.items():
         second = text.split(". ")[1].split()[-1]  # a word the quote must contain
         ask = f"Fetch the article about the {topic} and quote it word for word."
-        lines.append({
-            "id": f"copy-{topic}",
-            "messages": [{"role": "user", "content": ask}],
-            "tools": [tool],
-            "checker": {"kind": "regex", "pattern": re.escape(second), "ignore_case": True},
-            "limits": {"max_steps": 3, "max_tokens": 512, "max_seconds": 300},
-        })  # fmt: skip
+        lines.append(
+            {
+                "id": f"copy-{topic}",
+                "messages": [{"role": "user", "content": ask}],
+                "tools": [tool],
+                "checker": {"kind": "regex", "pattern": re.escape(second), "ignore_case": True},
+                "limits": {"max_steps": 3, "max_tokens": 512, "max_seconds": 300},
+            }
+        )
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
-
-
-def serve(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``lossless serve`` on a free port; its URL once /v1/models answers."""
-    import socket
-    import time
-
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([*LOSSLESS, "serve", "--port", str(port), *extra], stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/models", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"lossless serve {' '.join(extra)} did not answer in 300 s")
 
 
 Endpoint = tuple[str, str, str]  # name, URL, model
@@ -128,9 +100,14 @@ def tasks(name: str, endpoints: list[Endpoint], out: Path, *flags: str, body: st
     inline table, if given)."""
     toml = out / f"{name}.toml"
     first = f"body = {body}\n" if body else ""
-    toml.write_text("".join(f'[[endpoint]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\n'
-                            + (first if i == 0 else "") + "\n"
-                            for i, (n, u, m) in enumerate(endpoints)))  # fmt: skip
+    toml.write_text(
+        "".join(
+            f'[[endpoint]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\n'
+            + (first if i == 0 else "")
+            + "\n"
+            for i, (n, u, m) in enumerate(endpoints)
+        )
+    )
     argv = [
         *LOSSLESS,
         "tasks",
@@ -153,14 +130,18 @@ def tasks(name: str, endpoints: list[Endpoint], out: Path, *flags: str, body: st
 def summary(name: str, doc: dict[str, Any]) -> None:
     for e in doc["endpoints"]:
         s, parts = e["success_rate"], e["mean_parts_s"]
-        print(f"{name}: {e['name']}: success {e['successes']}/{e['runs']} ({s}); mean time per success "
-              f"{e['mean_time_per_success']}; output speed {e['output_speed']}; mean parts {parts}; "
-              f"ends {e['ends']}")  # fmt: skip
+        print(
+            f"{name}: {e['name']}: success {e['successes']}/{e['runs']} ({s}); mean time per success "
+            f"{e['mean_time_per_success']}; output speed {e['output_speed']}; mean parts {parts}; "
+            f"ends {e['ends']}"
+        )
     for c in doc["comparisons"]:
-        print(f"{name}: {c['candidate']} vs {c['baseline']}: {c['verdict']} (difference "
-              f"{c['difference']:+.3f}, 90% CI {c['ci90']}, McNemar p {c['p_mcnemar']:.3g}, both "
-              f"{c['both']}, only baseline {c['only_baseline']}, only candidate {c['only_candidate']}); "
-              f"{c['line']}; task time ratio {c['task_time_ratio']}")  # fmt: skip
+        print(
+            f"{name}: {c['candidate']} vs {c['baseline']}: {c['verdict']} (difference "
+            f"{c['difference']:+.3f}, 90% CI {c['ci90']}, McNemar p {c['p_mcnemar']:.3g}, both "
+            f"{c['both']}, only baseline {c['only_baseline']}, only candidate {c['only_candidate']}); "
+            f"{c['line']}; task time ratio {c['task_time_ratio']}"
+        )
 
 
 def main() -> None:
@@ -172,8 +153,8 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs = args.runs.split(",")
-    plain, plain_url = serve()
-    spec, spec_url = serve("--speculative", "dspark")
+    plain, plain_url = serve_lossless()
+    spec, spec_url = serve_lossless("--speculative", "dspark")
     try:
         ours = [("plain", plain_url, MODEL), ("speculative", spec_url, MODEL)]
         if "tools" in runs:
@@ -183,7 +164,7 @@ def main() -> None:
             flags = ("--set", "bfcl-simple", "--limit", str(args.bfcl_limit), "--tool-choice", "required")
             summary("bfcl", tasks("bfcl", ours, args.out, *flags))
         if "copy" in runs:
-            ngram, ngram_url = serve("--speculative", "ngram")
+            ngram, ngram_url = serve_lossless("--speculative", "ngram")
             try:
                 pair = [("plain", plain_url, MODEL), ("ngram", ngram_url, MODEL)]
                 flags = ("--set", str(copy_tasks(args.out / "copy.jsonl")), "--tool-choice", "required-first")

@@ -25,19 +25,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from llama_vocab import VERSION, vocab_files
-
 from lossless.inspect import identity
 from lossless.models import resolve
+from support import LLAMA_VOCAB_VERSION, vocab_files
 
 ENCODERS = {"bert-bge", "nomic-bert-moe"}  # embedding models: never behind a chat endpoint
 
 
 def counts(vocab_dir: Path) -> dict[str, dict[str, object]]:
-    sources = {
-        f: (p, f"{p.name} (llama-cpp-python {VERSION} sdist)") for f, p in vocab_files(vocab_dir).items()
-    }
+    sdist = f"llama-cpp-python {LLAMA_VOCAB_VERSION} sdist"
+    sources = {f: (p, f"{p.name} ({sdist})") for f, p in vocab_files(vocab_dir).items()}
     embedded = resolve()
     sources["smollm2"] = (embedded, f"{embedded.name} (the embedded model)")
     families: dict[str, dict[str, object]] = {}

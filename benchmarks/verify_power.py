@@ -20,17 +20,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).parents[1] / "tests" / "support")]
-import lossy_engines as le  # noqa: E402
-from tiny_checkpoint import write_tiny_checkpoint  # noqa: E402
+from lossless.client.endpoints import Endpoint
+from lossless.engine.engine import Engine
+from lossless.server.launch import start_embedded
+from lossless.server.options import ServeOptions
+from lossless.verify.budget import BUDGETS
+from lossless.verify.result import VerifyConfig
+from lossless.verify.run import verify
+from support import lossy_engines, write_tiny_checkpoint
 
-from lossless.client.endpoints import Endpoint  # noqa: E402
-from lossless.engine.engine import Engine  # noqa: E402
-from lossless.server.launch import start_embedded  # noqa: E402
-from lossless.server.options import ServeOptions  # noqa: E402
-from lossless.verify.budget import BUDGETS  # noqa: E402
-from lossless.verify.result import VerifyConfig  # noqa: E402
-from lossless.verify.run import verify  # noqa: E402
+le = lossy_engines()  # the lossy candidates: tests/support/lossy_engines.py
 
 # name -> (build, lossy). The no-residual bug moves mass only where a draft is rejected, so how much it
 # shows depends on the drafter: on the talkative checkpoint n-grams draft ~5% of positions (the text
@@ -92,9 +91,14 @@ def main() -> None:
                     if result.verdict == "different":
                         evidence.update(r.split(":")[0].split(" ")[0] for r in result.decision.reasons)
             rate = verdicts["different"] / args.seeds
-            out[name] = {"lossy": lossy, "verdicts": dict(verdicts), "different_rate": rate,
-                         "evidence": dict(evidence), "contexts_p": contexts_p,
-                         "seconds_per_run": round((time.perf_counter() - start) / args.seeds, 2)}  # fmt: skip
+            out[name] = {
+                "lossy": lossy,
+                "verdicts": dict(verdicts),
+                "different_rate": rate,
+                "evidence": dict(evidence),
+                "contexts_p": contexts_p,
+                "seconds_per_run": round((time.perf_counter() - start) / args.seeds, 2),
+            }
             print(f"{name}: {dict(verdicts)} {dict(evidence)}", file=sys.stderr, flush=True)
     print(json.dumps(out, indent=2))
 

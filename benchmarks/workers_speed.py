@@ -3,7 +3,7 @@
 
     python benchmarks/workers_speed.py [--streams 64,256,1024] [--events 100] [--interval-us 5000]
 
-A fast SSE server (sse_server.py, its own process, pinned to the last CPU) writes into every event the
+A fast SSE server (``support.serve_sse``, its own process, pinned to the last CPU) writes into every event the
 perf_counter_ns at which it wrote it: one system-wide monotonic clock, so for every event the client's
 arrival time minus the server's send time is the client's own lateness. For each stream count, in one
 run: a minimal raw-socket client (asyncio protocol on uvloop: one regex over each read, no HTTP library,
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import sse_server
 
+import support
 from lossless.bench.loop import loop_factory
 from lossless.rundir import read_jsonl
 
@@ -61,10 +61,13 @@ class _Stream(asyncio.Protocol):
 
 
 async def _floor(port: int, streams: int, events: int, interval_us: int) -> list[list[tuple[int, int]]]:
-    body = json.dumps({"model": "m", "messages": [], "stream": True, "max_tokens": events,
-                       "x_interval_us": interval_us}).encode()  # fmt: skip
-    request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-               b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+    body = json.dumps(
+        {"model": "m", "messages": [], "stream": True, "max_tokens": events, "x_interval_us": interval_us}
+    ).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
     loop = asyncio.get_running_loop()
 
     async def one() -> _Stream:
@@ -96,20 +99,40 @@ def _errors(streams: list[list[tuple[int, int]]]) -> dict[str, float]:
     last = max(s[-1][0] for s in streams if s)
     n = sum(len(s) for s in streams)
     return {
-        "ttft_err_p50_ms": float(np.percentile(ttft, 50)), "ttft_err_p99_ms": float(np.percentile(ttft, 99)),
-        "gap_err_p50_ms": float(np.percentile(gaps, 50)), "gap_err_p99_ms": float(np.percentile(gaps, 99)),
-        "events_per_s": n / ((last - first) / 1e9), "events": n,
-    }  # fmt: skip
+        "ttft_err_p50_ms": float(np.percentile(ttft, 50)),
+        "ttft_err_p99_ms": float(np.percentile(ttft, 99)),
+        "gap_err_p50_ms": float(np.percentile(gaps, 50)),
+        "gap_err_p99_ms": float(np.percentile(gaps, 99)),
+        "events_per_s": n / ((last - first) / 1e9),
+        "events": n,
+    }
 
 
 def _lossless(port: int, streams: int, events: int, interval_us: int, workers: int, tmp: Path) -> dict:
     endpoints = tmp / "endpoints.toml"
-    endpoints.write_text(f'[[endpoint]]\nname = "sse"\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "m"\n'
-                         f"body = {{ x_interval_us = {interval_us} }}\n")  # fmt: skip
+    endpoints.write_text(
+        f'[[endpoint]]\nname = "sse"\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "m"\n'
+        f"body = {{ x_interval_us = {interval_us} }}\n"
+    )
     out = tmp / f"w{workers}-s{streams}"
-    cmd = [sys.executable, "-m", "lossless.cli", "bench", "--endpoints", str(endpoints), "--max-tokens",
-           str(events), "--concurrency", str(streams), "--requests", str(streams), "--workers", str(workers),
-           "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "lossless.cli",
+        "bench",
+        "--endpoints",
+        str(endpoints),
+        "--max-tokens",
+        str(events),
+        "--concurrency",
+        str(streams),
+        "--requests",
+        str(streams),
+        "--workers",
+        str(workers),
+        "--out",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, preexec_fn=_client_cpus)
     found = []
     for r in read_jsonl(out / "records.jsonl"):
@@ -142,7 +165,7 @@ def main() -> None:
     server_cpu = None if args.no_pin or len(cpus) < 2 else cpus[-1]
     _CLIENT_CPUS = None if server_cpu is None else set(cpus[:-1])
     parent, child = mp.Pipe()
-    proc = mp.get_context("spawn").Process(target=sse_server.serve, args=(child, server_cpu), daemon=True)
+    proc = mp.get_context("spawn").Process(target=support.serve_sse, args=(child, server_cpu), daemon=True)
     proc.start()
     port = parent.recv()
     where = f"cpus {len(cpus)}, server on {server_cpu}, clients on {_CLIENT_CPUS or 'all'}"
@@ -165,10 +188,13 @@ def main() -> None:
                         port, streams, args.events, args.interval_us, workers, Path(tmp)
                     )
                 for name, row in rows.items():
-                    print(f"{streams:5d} streams  {name:9s}  TTFT err p50 {row['ttft_err_p50_ms']:7.2f} ms "
-                          f"p99 {row['ttft_err_p99_ms']:7.2f} ms  gap err p50 {row['gap_err_p50_ms']:6.2f} "
-                          f"p99 {row['gap_err_p99_ms']:6.2f} ms  {row['events_per_s']:9.0f} events/s  "
-                          f"{row.get('worker_busy', '')}", flush=True)  # fmt: skip
+                    print(
+                        f"{streams:5d} streams  {name:9s}  TTFT err p50 {row['ttft_err_p50_ms']:7.2f} ms "
+                        f"p99 {row['ttft_err_p99_ms']:7.2f} ms  gap err p50 {row['gap_err_p50_ms']:6.2f} "
+                        f"p99 {row['gap_err_p99_ms']:6.2f} ms  {row['events_per_s']:9.0f} events/s  "
+                        f"{row.get('worker_busy', '')}",
+                        flush=True,
+                    )
                 results.append({"streams": streams, **rows})
     finally:
         parent.send("stop")

@@ -6,7 +6,7 @@ Third-party errors are translated at the boundary with ``raise ... from exc``.
 
     LosslessError
     ├── UsageError            a bad option, file or value given by the user
-    │   └── InvalidRequest    (server/protocol.py) a request refused with an OpenAI error body
+    │   └── InvalidRequest    (server/openai/protocol.py) a request refused with an OpenAI error body
     ├── ModelError
     │   ├── ModelFetchError   the embedded model could not be downloaded (names what was fetched)
     │   └── CheckpointError   a checkpoint file is corrupt or unsupported (names the file and why)

@@ -35,7 +35,7 @@ class RequestRecord:
     attempt: int  # 0 for the first try; retries count up
     prompt_id: str  # workload prompt id (same id on every endpoint)
     prompt_class: str  # suite label, e.g. "short", "long", "len-1k"
-    api: str  # "chat", "completions", "responses" or "messages" (client.apis)
+    api: str  # "chat", "completions", "responses" or "messages" (client.api_names)
     stream: bool
     warmup: bool  # excluded from results
     load: str  # load level label, e.g. "c=4" or "rate=2.0"
@@ -179,11 +179,14 @@ def _moved(r: RequestRecord, by: int) -> RequestRecord:
     if by == 0:
         return r
     return replace(
-        r, scheduled_ns=r.scheduled_ns + by, sent_ns=r.sent_ns + by,
+        r,
+        scheduled_ns=r.scheduled_ns + by,
+        sent_ns=r.sent_ns + by,
         headers_ns=None if r.headers_ns is None else r.headers_ns + by,
-        event_ns=tuple(t + by for t in r.event_ns), end_ns=None if r.end_ns is None else r.end_ns + by,
+        event_ns=tuple(t + by for t in r.event_ns),
+        end_ns=None if r.end_ns is None else r.end_ns + by,
         wall_anchor_ns=None if r.wall_anchor_ns is None else r.wall_anchor_ns - by,
-    )  # fmt: skip
+    )
 
 
 # --- a record read back (records.jsonl is the user's file once written) ------------------------------

@@ -36,8 +36,20 @@ BENCH_FILES = (RECORDS, SUMMARY, SUMMARY_CSV)  # what bench --out writes
 PROBE, VERIFY, INSPECT, TASKS = "probe.json", "verify.json", "inspect.json", "tasks.json"
 REPORT, INSPECT_PAGE = "report.html", "inspect.html"
 
-_HEAD = ("name", "load", "class", "ok", "failed", "cancelled", "attempts", "output_tokens_per_s",
-         "requests_per_s", "goodput_requests_per_s", "cost_per_ok_request_usd", "errors")  # fmt: skip
+_HEAD = (
+    "name",
+    "load",
+    "class",
+    "ok",
+    "failed",
+    "cancelled",
+    "attempts",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "goodput_requests_per_s",
+    "cost_per_ok_request_usd",
+    "errors",
+)
 
 
 class Result(Protocol):
@@ -89,8 +101,13 @@ def to_csv(summary: Summary) -> str:
     headers = sorted({h for _, _, g in parts for h in g.server_ms})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*_HEAD, *(f"{key}.{stat}" for key, stat in columns),
-                     *(f"server_ms:{h}.{stat}" for h in headers for stat in STATS)])  # fmt: skip
+    writer.writerow(
+        [
+            *_HEAD,
+            *(f"{key}.{stat}" for key, stat in columns),
+            *(f"server_ms:{h}.{stat}" for h in headers for stat in STATS),
+        ]
+    )
     for e, cls, g in parts:  # the endpoint's row (class "all"), then one per prompt class when several
         row = _row(e.name, e.load, cls, g, columns)
         row += [g.server_ms[h].get(stat) if h in g.server_ms else None for h in headers for stat in STATS]

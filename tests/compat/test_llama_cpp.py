@@ -48,8 +48,15 @@ def test_probe_reads_what_llama_cpp_honours(llama_a: LlamaCppServer) -> None:
     code, doc = run("probe", llama_a.url, "--model", "smol", "--repeats", "2", "--max-tokens", "16")
     assert code == 0
     got = {c["name"]: c["verdict"] for c in doc["checks"]}
-    for name in ("max_tokens=5", "stop", "temperature=1 samples", "temperature=0 repeatable",
-                 "logprobs", "top_logprobs=3", "stream == non-stream (temperature 0)"):  # fmt: skip
+    for name in (
+        "max_tokens=5",
+        "stop",
+        "temperature=1 samples",
+        "temperature=0 repeatable",
+        "logprobs",
+        "top_logprobs=3",
+        "stream == non-stream (temperature 0)",
+    ):
         assert got[name] == "honoured", name
     # One seed gives one answer only while its prompt cache is in the same state: the first request
     # after another prompt evaluates the whole prompt, a repeat only its last token, and the logits

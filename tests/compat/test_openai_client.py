@@ -50,9 +50,13 @@ def test_chat_stream_with_usage_equals_the_whole_answer(client: tuple[openai.Ope
     c, model = client
     whole = c.chat.completions.create(model=model, messages=HELLO, max_tokens=16, temperature=0)
     stream = c.chat.completions.create(
-        model=model, messages=HELLO, max_tokens=16, temperature=0, stream=True,
+        model=model,
+        messages=HELLO,
+        max_tokens=16,
+        temperature=0,
+        stream=True,
         stream_options={"include_usage": True},
-    )  # fmt: skip
+    )
     chunks = list(stream)
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     assert text == whole.choices[0].message.content
@@ -76,9 +80,13 @@ def test_a_streamed_tool_call_accumulates_into_the_whole_one(client: tuple[opena
         },
     }
     ask: dict[str, Any] = {
-        "model": model, "messages": [{"role": "user", "content": "Time in Paris?"}], "tools": [tool],
-        "tool_choice": "required", "max_tokens": 60, "temperature": 0,
-    }  # fmt: skip
+        "model": model,
+        "messages": [{"role": "user", "content": "Time in Paris?"}],
+        "tools": [tool],
+        "tool_choice": "required",
+        "max_tokens": 60,
+        "temperature": 0,
+    }
     whole = c.chat.completions.create(**ask).choices[0]
     with c.chat.completions.stream(**ask) as events:
         kinds = [event.type for event in events]
@@ -145,8 +153,12 @@ def test_responses_whole_and_streamed_agree(client: tuple[openai.OpenAI, str]) -
     assert whole.usage.input_tokens_details.cached_tokens == 0
     assert whole.usage.output_tokens_details.reasoning_tokens == 0
     kinds = [event.type for event in c.responses.create(**ask, stream=True)]
-    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
-                         "response.content_part.added"]  # fmt: skip
+    assert kinds[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
     assert whole.status == "incomplete" and whole.incomplete_details is not None  # cut at 12 tokens
     assert kinds[-1] == "response.incomplete"
     # the client's stream helper wants response.completed: an answer that ends by itself

@@ -57,8 +57,10 @@ def test_verify_same_model_is_equivalent(tf_a: TransformersServer, tf_b: Transfo
     assert (doc["verdict"], code) == ("equivalent", 0), doc["reasons"]
     # echo and logprobs are ignored: no scoring, characters instead of tokens, and it said so
     assert doc["capabilities"]["baseline"] == {
-        "neutral_sampler": False, "token_logprobs": False, "scoring_top": None,
-    }  # fmt: skip
+        "neutral_sampler": False,
+        "token_logprobs": False,
+        "scoring_top": None,
+    }
     assert doc["greedy"]["candidate_match"] == 1.0
 
 
@@ -66,8 +68,17 @@ def test_verify_flags_a_server_that_does_not_sample(
     tf_a: TransformersServer, tf_greedy: TransformersServer
 ) -> None:
     code, doc = run(
-        "verify", tf_a.url, tf_greedy.url, "--model", tf_a.model_id, "--candidate-model", tf_greedy.model_id,
-        "--budget", SMALL, "--api", "chat",
-    )  # fmt: skip
+        "verify",
+        tf_a.url,
+        tf_greedy.url,
+        "--model",
+        tf_a.model_id,
+        "--candidate-model",
+        tf_greedy.model_id,
+        "--budget",
+        SMALL,
+        "--api",
+        "chat",
+    )
     assert (doc["verdict"], code) == ("different", 1), doc["reasons"]
     assert any("does not sample" in note for note in doc["notes"]), doc["notes"]

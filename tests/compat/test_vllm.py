@@ -88,8 +88,10 @@ def test_bench_speaks_every_api_vllm_serves(vllm: VllmServer, api: str, tmp_path
     """vLLM serves all four APIs natively: each timed from its own events, counted by its own usage."""
     # greedy (the endpoint file's own field): at its default temperature an answer may end at once
     endpoints = tmp_path / "endpoints.toml"
-    endpoints.write_text(f'[[endpoint]]\nname = "vllm"\nbase_url = "{vllm.url}"\nmodel = "{vllm.model_id}"\n'
-                         "body = { temperature = 0 }\n")  # fmt: skip
+    endpoints.write_text(
+        f'[[endpoint]]\nname = "vllm"\nbase_url = "{vllm.url}"\nmodel = "{vllm.model_id}"\n'
+        "body = { temperature = 0 }\n"
+    )
     args = ["--api", api, "--suite", "grounded", "--requests", "2", "--max-tokens", "16", "--warmup", "0"]
     code, summary = run("bench", "--endpoints", str(endpoints), *args, "--out", str(tmp_path / "run"))
     assert code == 0
@@ -108,8 +110,18 @@ def test_bench_speaks_every_api_vllm_serves(vllm: VllmServer, api: str, tmp_path
 
 
 def test_probe_in_the_messages_api(vllm: VllmServer) -> None:
-    code, doc = run("probe", vllm.url, "--model", vllm.model_id, "--api", "messages", "--repeats", "2",
-                    "--max-tokens", "16")  # fmt: skip
+    code, doc = run(
+        "probe",
+        vllm.url,
+        "--model",
+        vllm.model_id,
+        "--api",
+        "messages",
+        "--repeats",
+        "2",
+        "--max-tokens",
+        "16",
+    )
     assert code == 0 and doc["api"] == "messages"
     got = {c["name"]: c["verdict"] for c in doc["checks"]}
     assert got["max_tokens=5"] == "honoured" and got["stop"] == "honoured"  # stop_sequences
@@ -119,10 +131,21 @@ def test_probe_reads_what_vllm_honours(vllm: VllmServer) -> None:
     code, doc = run("probe", vllm.url, "--model", vllm.model_id, "--repeats", "2", "--max-tokens", "16")
     assert code == 0
     got = {c["name"]: c["verdict"] for c in doc["checks"]}
-    for name in ("max_tokens=5", "stop", "seed", "temperature=1 samples", "temperature=0 repeatable",
-                 "logprobs", "top_logprobs=3", "n=3", "stream_options.include_usage",
-                 "stream == non-stream (temperature 0)", "tool_choice=required", "tool_choice=function",
-                 "response_format=json_schema"):  # fmt: skip
+    for name in (
+        "max_tokens=5",
+        "stop",
+        "seed",
+        "temperature=1 samples",
+        "temperature=0 repeatable",
+        "logprobs",
+        "top_logprobs=3",
+        "n=3",
+        "stream_options.include_usage",
+        "stream == non-stream (temperature 0)",
+        "tool_choice=required",
+        "tool_choice=function",
+        "response_format=json_schema",
+    ):
         assert got[name] == "honoured", name
     for name in ("temperature=-1 (invalid)", "max_tokens=-1 (invalid)", "top_p=5 (invalid)"):
         assert got[name] == "rejected", name  # its 400

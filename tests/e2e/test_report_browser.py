@@ -64,8 +64,21 @@ def tasks_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     good = Behaviour(ttft_s=0.005, tpot_s=0.001, tokens=3)
     sloppy = Behaviour(success=0.5, ttft_s=0.01, tpot_s=0.002, tokens=3, invalid_args=0.5)
     with task_server(good, seed=0) as (a, _), task_server(sloppy, seed=0) as (b, _):
-        args = ["tasks", a, b, "--model", "m", "--set", str(path), "--price-in", "1", "--price-out", "2",
-                "--html", str(out / "tasks.html")]  # fmt: skip
+        args = [
+            "tasks",
+            a,
+            b,
+            "--model",
+            "m",
+            "--set",
+            str(path),
+            "--price-in",
+            "1",
+            "--price-out",
+            "2",
+            "--html",
+            str(out / "tasks.html"),
+        ]
         result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     return out / "tasks.html"

@@ -15,8 +15,15 @@ from typing import Any
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-        "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
 MARKS = [
     pytest.mark.slow,
     pytest.mark.skipif(

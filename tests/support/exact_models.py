@@ -106,9 +106,16 @@ def draw(
     out = []
     for _ in range(n_samples):
         steps = speculative_decode(
-            model, drafter, prompt, params, max_new_tokens=NEW, k_max=k_max, generator=gen,
-            stats=stats, accept=accept,
-        )  # fmt: skip
+            model,
+            drafter,
+            prompt,
+            params,
+            max_new_tokens=NEW,
+            k_max=k_max,
+            generator=gen,
+            stats=stats,
+            accept=accept,
+        )
         out.append(tuple(t for step in steps for t in step.token_ids))
     return out, stats
 
@@ -129,9 +136,15 @@ def bigram_truth(target: Bigram) -> dict:
 
 
 MICRO = ModelArgs(
-    vocab_size=8, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=64, max_seq_len=64,
+    vocab_size=8,
+    dim=32,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    hidden_dim=64,
+    max_seq_len=64,
     tie_embeddings=False,
-)  # fmt: skip
+)
 
 
 def micro_pair() -> tuple[Transformer, Transformer]:

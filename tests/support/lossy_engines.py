@@ -38,9 +38,15 @@ class Speculative(Engine):
         self._check_prompt(prompt_ids)
         budget = min(params.max_tokens, self.max_context - len(prompt_ids))
         source = speculative_decode(
-            self.model, self.new_drafter(), prompt_ids, params, max_new_tokens=budget, k_max=4,
-            generator=make_generator(params.seed), accept=self.accept,
-        )  # fmt: skip
+            self.model,
+            self.new_drafter(),
+            prompt_ids,
+            params,
+            max_new_tokens=budget,
+            k_max=4,
+            generator=make_generator(params.seed),
+            accept=self.accept,
+        )
         yield from generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel)
 
     accept = staticmethod(accept_draft)  # the rule under test; SkipResidual swaps in a broken one

@@ -46,10 +46,25 @@ WORDS = [
     "sigma",
 ]
 KNOWN = {
-    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop",
-    "stream", "stream_options", "logprobs", "top_logprobs", "n", "reasoning_effort", "enable_thinking",
-    "chat_template_kwargs", "thinking", "reasoning",
-}  # fmt: skip
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "logprobs",
+    "top_logprobs",
+    "n",
+    "reasoning_effort",
+    "enable_thinking",
+    "chat_template_kwargs",
+    "thinking",
+    "reasoning",
+}
 
 
 @dataclass(frozen=True)
@@ -134,13 +149,19 @@ def _refused(request: Request, body: dict[str, Any] | None, habits: Habits) -> J
     """OpenAI's answers to a wrong key (401) and to a model it does not serve (404), in its words."""
     if habits.key is not None and request.headers.get("authorization") != f"Bearer {habits.key}":
         given = request.headers.get("authorization", "")[7:]
-        error = {"message": f"Incorrect API key provided: {given[:3]}****{given[-4:]}.",
-                 "type": "invalid_request_error", "code": "invalid_api_key"}  # fmt: skip
+        error = {
+            "message": f"Incorrect API key provided: {given[:3]}****{given[-4:]}.",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
         return JSONResponse({"error": error}, status_code=401)
     model = (body or {}).get("model")
     if body is not None and habits.models is not None and model not in habits.models:
-        error = {"message": f"The model `{model}` does not exist or you do not have access to it.",
-                 "type": "invalid_request_error", "code": "model_not_found"}  # fmt: skip
+        error = {
+            "message": f"The model `{model}` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "code": "model_not_found",
+        }
         return JSONResponse({"error": error}, status_code=404)
     return None
 

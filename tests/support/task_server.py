@@ -99,8 +99,18 @@ def _plan(body: dict[str, Any], b: Behaviour, rng: random.Random) -> tuple[list[
         if rng.random() < b.invalid_args:
             args = args[:-1]  # the closing brace missing: not JSON
         pieces = [args[i * len(args) // b.tokens : (i + 1) * len(args) // b.tokens] for i in range(b.tokens)]
-        deltas = [{"tool_calls": [{"index": 0, "id": f"call-{calls_made}", "type": "function",
-                                   "function": {"name": "lookup", "arguments": pieces[0]}}]}]  # fmt: skip
+        deltas = [
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": f"call-{calls_made}",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": pieces[0]},
+                    }
+                ]
+            }
+        ]
         deltas += [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in pieces[1:]]
         return deltas, "tool_calls"
     results_ok = all(
@@ -117,8 +127,12 @@ def _usage(body: dict[str, Any], b: Behaviour) -> dict[str, int]:
 
 
 def _chunk(delta: dict[str, Any], finish: str | None) -> bytes:
-    obj = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",
-           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+    obj = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
@@ -139,8 +153,13 @@ async def _answer(writer: asyncio.StreamWriter, raw: bytes, state: _State) -> No
     if not body.get("stream"):
         await asyncio.sleep(max(0.0, start + ttft + (b.tokens - 1) * b.tpot_s - time.monotonic()))
         message = _whole_message(deltas)
-        obj = {"id": "x", "object": "chat.completion", "model": "scripted", "usage": _usage(body, b),
-               "choices": [{"index": 0, "message": message, "finish_reason": finish}]}  # fmt: skip
+        obj = {
+            "id": "x",
+            "object": "chat.completion",
+            "model": "scripted",
+            "usage": _usage(body, b),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
         data = json.dumps(obj).encode()
         head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
         writer.write(f"{head}Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)

@@ -2,7 +2,8 @@
 
 A room is a top-level package or module of ``lossless`` (``bench/``, ``rundir.py``). The rooms stand in
 ``LAYERS``, top first: a module imports its own room, or rooms of lower layers, never a room of its own
-layer or one above (inside ``engine/``, its parts stand the same way in ``ENGINE``). An import counts
+layer or one above (inside ``engine/`` and ``server/``, their parts stand the same way in ``ENGINE`` and
+``SERVER``). An import counts
 wherever it stands (a lazy import inside a function too: it still ties the two modules together),
 except under ``if TYPE_CHECKING:``, which never runs.
 """
@@ -44,6 +45,15 @@ ENGINE: tuple[tuple[str, ...], ...] = (  # engine/'s parts, top first
     ("weights",),  # checkpoints read, int4 blocks and their kernels
     ("model",),  # the network, sampling, generation, the tokenizer
     ("cpu", "torch_thread"),  # what this CPU computes; torch work on threads that end with it
+)
+SERVER: tuple[tuple[str, ...], ...] = (  # server/'s parts, top first
+    ("launch", "precompile"),  # the server inside another command; the compile child process
+    ("main",),  # lossless serve: the model loaded, the socket bound, uvicorn run
+    ("compiling",),  # --compile background|wait
+    ("http",),  # the ASGI app, its limits, the queue and its worker thread, /metrics
+    ("dialects",),  # the APIs translated into chat requests
+    ("openai",),  # OpenAI's chat and completions
+    ("jobs", "options"),  # a request's work for the engine thread; what lossless serve was asked
 )
 
 
@@ -173,12 +183,15 @@ def test_every_room_stands_in_one_layer() -> None:
     assert {_room(m) for m in MODULES} == set(listed)
     engine = [part for parts in ENGINE for part in parts]
     assert {_room(m, 2) for m in MODULES if m.startswith("lossless.engine.")} == set(engine)
+    server = [part for parts in SERVER for part in parts]
+    assert {_room(m, 2) for m in MODULES if m.startswith("lossless.server.")} == set(server)
 
 
 def test_imports_run_down_the_layers() -> None:
     graph = _graph()
     assert _against_the_layers(graph, LAYERS) == []
     assert _against_the_layers(graph, ENGINE, depth=2, inside="lossless.engine.") == []
+    assert _against_the_layers(graph, SERVER, depth=2, inside="lossless.server.") == []
 
 
 def test_an_import_up_or_sideways_is_caught() -> None:
@@ -287,3 +300,48 @@ def test_test_modules_have_names_of_their_own() -> None:
     for path in tests.rglob("test_*.py"):
         seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
     assert {name: where for name, where in seen.items() if len(where) > 1} == {}
+
+
+# --- benchmarks ---------------------------------------------------------------------------------------
+
+REPO = Path(__file__).parents[2]
+UNMOVED = {
+    "engine_speed.py",
+    "verify_calibration.py",
+    "inspect_precision.py",
+}  # left for the verify/bench owners
+
+
+def benchmark_problems(folder: Path, ours: set[str]) -> list[str]:
+    """A benchmark imports ``lossless`` and ``support`` (benchmarks/support.py) of this repository, and
+    leaves ``sys.path`` alone: each import of another of ``ours`` (the repository's module names), and
+    each use of ``sys.path``, outside support.py."""
+    problems = []
+    for path in sorted(folder.glob("*.py")):
+        if path.name in {"support.py", *UNMOVED}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "."] if not node.level else ["."]
+            problems += [f"{path.name} imports {n}" for n in names if n.split(".")[0] in ours | {"."}]
+            if isinstance(node, ast.Attribute) and node.attr == "path" and ast.unparse(node.value) == "sys":
+                problems.append(f"{path.name} uses sys.path")
+    return sorted(problems)
+
+
+def test_benchmarks_import_lossless_and_their_support_only() -> None:
+    ours = {p.stem for p in [*(REPO / "benchmarks").glob("*.py"), *(REPO / "tests" / "support").glob("*.py")]}
+    assert benchmark_problems(REPO / "benchmarks", ours - {"support"}) == []
+
+
+def test_a_benchmark_reaching_past_its_support_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import sys\nsys.path.insert(0, 'x')\nfrom third_party import X\n")
+    (tmp_path / "b.py").write_text(
+        "import json\nimport support\nfrom lossless.models import resolve\nimport a\n"
+    )
+    assert benchmark_problems(tmp_path, {"a", "b", "third_party"}) == [
+        "a.py imports third_party",
+        "a.py uses sys.path",
+        "b.py imports a",
+    ]

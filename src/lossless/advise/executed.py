@@ -41,15 +41,30 @@ def executed(records: Sequence[RequestRecord], policy: Mapping[str, Any]) -> lis
     for (endpoint, load), found in groups.items():
         latency = np.array([t for t, _ in found])
         qs = np.quantile(latency, list(QUANTILES.values()), method="inverted_cdf")
-        kind, chain, delay = ("hedge", (endpoint,), hedge) if hedge is not None else (
-            "failover", (endpoint, str(backup)), policy.get("failover_after_ms"))  # fmt: skip
-        label = (f"{endpoint}, hedged after {delay:g} ms" if kind == "hedge"
-                 else chain_label(chain, math.inf if delay is None else delay))  # fmt: skip
-        out.append(Executed(
-            endpoint, load, kind, chain, delay, label, len(found),
-            {name: float(q) if np.isfinite(q) else None for name, q in zip(QUANTILES, qs, strict=True)},
-            float(np.mean(~np.isfinite(latency))), float(np.mean([n for _, n in found])),
-        ))  # fmt: skip
+        kind, chain, delay = (
+            ("hedge", (endpoint,), hedge)
+            if hedge is not None
+            else ("failover", (endpoint, str(backup)), policy.get("failover_after_ms"))
+        )
+        label = (
+            f"{endpoint}, hedged after {delay:g} ms"
+            if kind == "hedge"
+            else chain_label(chain, math.inf if delay is None else delay)
+        )
+        out.append(
+            Executed(
+                endpoint,
+                load,
+                kind,
+                chain,
+                delay,
+                label,
+                len(found),
+                {name: float(q) if np.isfinite(q) else None for name, q in zip(QUANTILES, qs, strict=True)},
+                float(np.mean(~np.isfinite(latency))),
+                float(np.mean([n for _, n in found])),
+            )
+        )
     return out
 
 

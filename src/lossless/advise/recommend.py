@@ -86,17 +86,30 @@ def timeout(
     cut, saved = np.isfinite(reached) & (reached > limit), failed & (end > limit)
     wait = float((end[saved] - limit).mean()) if saved.any() else 0.0
     if not resamples:
-        return Timeout(phase, Estimate(limit), rule, Estimate(float(cut.mean())),
-                       Estimate(float(saved.mean())), wait, got.size, censored)  # fmt: skip
+        return Timeout(
+            phase,
+            Estimate(limit),
+            rule,
+            Estimate(float(cut.mean())),
+            Estimate(float(saved.mean())),
+            wait,
+            got.size,
+            censored,
+        )
     b = min(resamples, max(50, 2_000_000 // len(records)))
     idx = rng.integers(0, len(records), (b, len(records)))
     rule_b = margin * np.quantile(got[rng.integers(0, got.size, (b, got.size))], quantile, axis=1)
     lo, hi = interval(rule_b)
     return Timeout(
-        phase, Estimate(limit, round_sig(lo, up=True), round_sig(hi, up=True)), rule,
+        phase,
+        Estimate(limit, round_sig(lo, up=True), round_sig(hi, up=True)),
+        rule,
         Estimate(float(cut.mean()), *interval(cut[idx].mean(axis=1))),
-        Estimate(float(saved.mean()), *interval(saved[idx].mean(axis=1))), wait, got.size, censored,
-    )  # fmt: skip
+        Estimate(float(saved.mean()), *interval(saved[idx].mean(axis=1))),
+        wait,
+        got.size,
+        censored,
+    )
 
 
 def _delays(times: np.ndarray, levels: Sequence[float]) -> tuple[float, ...]:

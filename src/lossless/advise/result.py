@@ -44,9 +44,12 @@ class Prediction:
     def as_dict(self) -> dict[str, Any]:
         stats = ("p50", "p95", "p99", "error_rate", "attempts_per_request", "attempts_per_success")
         out: dict[str, Any] = {
-            "policy": self.policy, "load": self.load, "endpoints": list(self.endpoints),
-            "delay_ms": self.delay_ms, "label": self.label,
-        }  # fmt: skip
+            "policy": self.policy,
+            "load": self.load,
+            "endpoints": list(self.endpoints),
+            "delay_ms": self.delay_ms,
+            "label": self.label,
+        }
         out |= {name: getattr(self, name).as_dict() for name in stats}
         out["extra_requests"] = self.attempts_per_request.value - 1.0
         out["usd_per_success"] = None if self.usd_per_success is None else self.usd_per_success.as_dict()
@@ -68,10 +71,15 @@ class Timeout:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "phase": self.phase, "timeout_ms": None if self.timeout_ms is None else self.timeout_ms.as_dict(),
-            "rule": self.rule, "cut": self.cut.as_dict(), "saved": self.saved.as_dict(),
-            "wait_saved_ms": self.wait_saved_ms, "reached": self.reached, "censored": self.censored,
-        }  # fmt: skip
+            "phase": self.phase,
+            "timeout_ms": None if self.timeout_ms is None else self.timeout_ms.as_dict(),
+            "rule": self.rule,
+            "cut": self.cut.as_dict(),
+            "saved": self.saved.as_dict(),
+            "wait_saved_ms": self.wait_saved_ms,
+            "reached": self.reached,
+            "censored": self.censored,
+        }
 
 
 @dataclass(frozen=True)
@@ -88,10 +96,14 @@ class GroupAdvice:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "endpoint": self.endpoint, "load": self.load, "attempts": self.attempts, "ok": self.ok,
-            "errors": dict(self.errors), "timeouts": [t.as_dict() for t in self.timeouts],
+            "endpoint": self.endpoint,
+            "load": self.load,
+            "attempts": self.attempts,
+            "ok": self.ok,
+            "errors": dict(self.errors),
+            "timeouts": [t.as_dict() for t in self.timeouts],
             "hedging": [p.as_dict() for p in self.hedging],
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -111,11 +123,19 @@ class Executed:
     predicted: Prediction | None = None  # the same policy, simulated from plain runs given with it
 
     def as_dict(self) -> dict[str, Any]:
-        return {"endpoint": self.endpoint, "load": self.load, "policy": self.policy, "label": self.label,
-                "chain": list(self.chain), "delay_ms": self.delay_ms, "requests": self.requests,
-                **dict(self.latency_ms), "error_rate": self.error_rate,
-                "attempts_per_request": self.attempts_per_request,
-                "predicted": None if self.predicted is None else self.predicted.as_dict()}  # fmt: skip
+        return {
+            "endpoint": self.endpoint,
+            "load": self.load,
+            "policy": self.policy,
+            "label": self.label,
+            "chain": list(self.chain),
+            "delay_ms": self.delay_ms,
+            "requests": self.requests,
+            **dict(self.latency_ms),
+            "error_rate": self.error_rate,
+            "attempts_per_request": self.attempts_per_request,
+            "predicted": None if self.predicted is None else self.predicted.as_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -130,7 +150,11 @@ class AdviseResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "runs": list(self.runs), "settings": dict(self.settings), "assumptions": list(self.assumptions),
-            "groups": [g.as_dict() for g in self.groups], "failover": [p.as_dict() for p in self.failover],
-            "notes": list(self.notes), "executed": [e.as_dict() for e in self.executed],
-        }  # fmt: skip
+            "runs": list(self.runs),
+            "settings": dict(self.settings),
+            "assumptions": list(self.assumptions),
+            "groups": [g.as_dict() for g in self.groups],
+            "failover": [p.as_dict() for p in self.failover],
+            "notes": list(self.notes),
+            "executed": [e.as_dict() for e in self.executed],
+        }

@@ -71,7 +71,9 @@ def _policy(run_dir: Path) -> dict[str, Any] | None:
     return policy if isinstance(policy, dict) else None
 
 
-def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict[str, Price], list[str]]:
+def read_attempts(
+    run_dirs: Sequence[Path],
+) -> tuple[dict[Key, list[RequestRecord]], dict[str, Price], list[str]]:
     """The runs' measured attempts by (endpoint, load) in the order first sent (warm-up and attempts the
     run's end cancelled left out: neither says how the endpoint answers, nor does one a policy abandoned),
     prices and notes. Runs made under a policy are read only when no plain run is given (``run``)."""
@@ -117,15 +119,30 @@ ASSUMPTIONS = (  # what every prediction's numbers mean
 
 
 def _prediction(
-    kind: str, key: tuple[tuple[str, ...], str], delay: float | None, label: str,
-    stats: Mapping[str, Estimate], priced: bool, assumptions: tuple[str, ...],
-) -> Prediction:  # fmt: skip
+    kind: str,
+    key: tuple[tuple[str, ...], str],
+    delay: float | None,
+    label: str,
+    stats: Mapping[str, Estimate],
+    priced: bool,
+    assumptions: tuple[str, ...],
+) -> Prediction:
     endpoints, load = key
     return Prediction(
-        kind, load, endpoints, delay, label, stats["p50"], stats["p95"], stats["p99"], stats["error_rate"],
-        stats["attempts_per_request"], stats["attempts_per_success"],
-        stats["usd_per_success"] if priced else None, assumptions,
-    )  # fmt: skip
+        kind,
+        load,
+        endpoints,
+        delay,
+        label,
+        stats["p50"],
+        stats["p95"],
+        stats["p99"],
+        stats["error_rate"],
+        stats["attempts_per_request"],
+        stats["attempts_per_success"],
+        stats["usd_per_success"] if priced else None,
+        assumptions,
+    )
 
 
 def _hedging(
@@ -140,8 +157,11 @@ def _hedging(
     policies |= {f"{d:g}": simulate.hedge(name, d) for d in delays}
     found = simulate.evaluate(policies, {name: s}, rng, options.draws, options.resamples)
     at = f"Measured at load {load}: the prediction holds for traffic like the run's at that level."
-    out = [_prediction("single", ((name,), load), None, f"{name}, one attempt", found[ALONE], s.priced,
-                       (INDEPENDENT, at))]  # fmt: skip
+    out = [
+        _prediction(
+            "single", ((name,), load), None, f"{name}, one attempt", found[ALONE], s.priced, (INDEPENDENT, at)
+        )
+    ]
     added = (
         "A hedge adds its extra requests to the load the run measured: near saturation that load lengthens "
         "every attempt, which is not modelled."
@@ -166,9 +186,13 @@ def _chains(names: Sequence[str], baseline: Mapping[str, Prediction]) -> list[tu
 
 
 def _failover(
-    load: str, found: Mapping[str, Samples], baseline: Mapping[str, Prediction], options: AdviseOptions,
-    rng: np.random.Generator, also: Sequence[float] = (),
-) -> list[Prediction]:  # fmt: skip
+    load: str,
+    found: Mapping[str, Samples],
+    baseline: Mapping[str, Prediction],
+    options: AdviseOptions,
+    rng: np.random.Generator,
+    also: Sequence[float] = (),
+) -> list[Prediction]:
     from lossless.advise import recommend, simulate
 
     policies: dict[str, Policy] = {}
@@ -197,16 +221,27 @@ def _failover(
 
 
 def _group(
-    key: Key, records: Sequence[RequestRecord], s: Samples, options: AdviseOptions, rng: np.random.Generator,
+    key: Key,
+    records: Sequence[RequestRecord],
+    s: Samples,
+    options: AdviseOptions,
+    rng: np.random.Generator,
     also: Sequence[float] = (),
-) -> GroupAdvice:  # fmt: skip
+) -> GroupAdvice:
     from lossless.advise import recommend
 
     q, margin, b = options.timeout_quantile, options.timeout_margin, options.resamples
     timeouts = tuple(recommend.timeout(records, phase, q, margin, rng, b) for phase in recommend.PHASES)
     errors = Counter(r.error_kind for r in records if r.error_kind is not None)
-    return GroupAdvice(key[0], key[1], len(records), sum(r.ok for r in records), dict(sorted(errors.items())),
-                       timeouts, _hedging(key, s, options, rng, also))  # fmt: skip
+    return GroupAdvice(
+        key[0],
+        key[1],
+        len(records),
+        sum(r.ok for r in records),
+        dict(sorted(errors.items())),
+        timeouts,
+        _hedging(key, s, options, rng, also),
+    )
 
 
 def run(options: AdviseOptions) -> AdviseResult:
@@ -216,7 +251,8 @@ def run(options: AdviseOptions) -> AdviseResult:
 
     policies = {d: _policy(d) for d in options.run_dirs}
     plain = [d for d, p in policies.items() if p is None]
-    groups, prices, notes = read(plain or options.run_dirs)  # a policy's runs predict only when alone
+    # a policy's runs predict only when alone
+    groups, prices, notes = read_attempts(plain or options.run_dirs)
     notes += [
         f"{d} was run under a policy (bench --hedge-after / --failover): its attempts are not independent, "
         "so predictions from them are biased; what it measured is under 'executed'"
@@ -225,8 +261,10 @@ def run(options: AdviseOptions) -> AdviseResult:
     done = _executed(policies)
     for key, recs in list(groups.items()):
         if len(recs) < MIN_ATTEMPTS:
-            notes.append(f"{key[0]} at {key[1]}: {len(recs)} attempts, too few to advise on (fewer than "
-                         f"{MIN_ATTEMPTS})")  # fmt: skip
+            notes.append(
+                f"{key[0]} at {key[1]}: {len(recs)} attempts, too few to advise on (fewer than "
+                f"{MIN_ATTEMPTS})"
+            )
             del groups[key]
     if not groups:
         raise UsageError(f"no endpoint and load level with {MIN_ATTEMPTS} or more measured attempts")
@@ -249,8 +287,15 @@ def run(options: AdviseOptions) -> AdviseResult:
             waits = [e.delay_ms for e in done if e.policy == "failover" and e.load == load and e.delay_ms]
             failover += _failover(load, here, baseline, options, rng("failover", load), waits)
     checked = tuple(_checked(e, advice, failover, notes) for e in done) if plain else done
-    return AdviseResult(tuple(str(d) for d in options.run_dirs), advice, tuple(failover), ASSUMPTIONS,
-                        _settings(options), tuple(notes), checked)  # fmt: skip
+    return AdviseResult(
+        tuple(str(d) for d in options.run_dirs),
+        advice,
+        tuple(failover),
+        ASSUMPTIONS,
+        _settings(options),
+        tuple(notes),
+        checked,
+    )
 
 
 def _executed(policies: Mapping[Path, dict[str, Any] | None]) -> tuple[Executed, ...]:
@@ -271,8 +316,17 @@ def _checked(
     """``e`` with the prediction of its policy from the plain runs, if one was made; a note where the two
     disagree by more than ``AGREE`` at p99."""
     candidates = [p for g in advice for p in g.hedging] if e.policy == "hedge" else failover
-    found = next((p for p in candidates if p.policy == e.policy and p.load == e.load
-                  and p.endpoints == e.chain and p.delay_ms == e.delay_ms), None)  # fmt: skip
+    found = next(
+        (
+            p
+            for p in candidates
+            if p.policy == e.policy
+            and p.load == e.load
+            and p.endpoints == e.chain
+            and p.delay_ms == e.delay_ms
+        ),
+        None,
+    )
     if found is None:
         return e
     measured, predicted = e.latency_ms["p99"], found.p99.value
@@ -290,8 +344,10 @@ def _checked(
 
 def _settings(options: AdviseOptions) -> dict[str, Any]:
     return {
-        "draws": options.draws, "resamples": options.resamples, "seed": options.seed,
+        "draws": options.draws,
+        "resamples": options.resamples,
+        "seed": options.seed,
         "timeout_rule": f"{options.timeout_margin:g} x p{options.timeout_quantile * 100:g}, rounded up",
         "hedge_delays_ms": None if options.hedge_delays is None else list(options.hedge_delays),
         "failover_delays_ms": None if options.failover_delays is None else list(options.failover_delays),
-    }  # fmt: skip
+    }

@@ -54,8 +54,12 @@ class Samples:
         return len(self.end)
 
     @classmethod
-    def of(cls, end: Sequence[float] | np.ndarray, ok: Sequence[bool] | np.ndarray | None = None,
-           first: Sequence[float] | np.ndarray | None = None) -> Samples:  # fmt: skip
+    def of(
+        cls,
+        end: Sequence[float] | np.ndarray,
+        ok: Sequence[bool] | np.ndarray | None = None,
+        first: Sequence[float] | np.ndarray | None = None,
+    ) -> Samples:
         """Attempts given by their times (tests, closed-form cases): all successful unless ``ok`` says;
         a successful one's first token at its end unless ``first`` says; every failure retried."""
         e = np.asarray(end, dtype=float)
@@ -88,17 +92,20 @@ def samples(records: Sequence[RequestRecord], price: tuple[float | None, float |
     p_in, p_out = price
     usd = [((r.n_in or 0) * (p_in or 0.0) + (r.n_out or 0) * (p_out or 0.0)) / 1e6 for r in records]
     return Samples(
-        ok=np.array([r.ok for r in records], dtype=bool), first=times[:, 0], end=times[:, 1],
+        ok=np.array([r.ok for r in records], dtype=bool),
+        first=times[:, 0],
+        end=times[:, 1],
         failover=np.array([fails_over(r.error_kind) for r in records], dtype=bool),
-        usd=np.array(usd, dtype=float), priced=p_in is not None or p_out is not None,
-    )  # fmt: skip
+        usd=np.array(usd, dtype=float),
+        priced=p_in is not None or p_out is not None,
+    )
 
 
 # --- policies -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Simulated:
     """Simulated requests, [..., M] each."""
 
     latency: np.ndarray  # ms to the first successful answer; inf: none came
@@ -107,7 +114,7 @@ class Outcome:
 
 
 Pick = Callable[[str, int], np.ndarray]  # (endpoint, slot) -> indices of measured attempts [..., M]
-Policy = Callable[[Mapping[str, Samples], Pick], Outcome]
+Policy = Callable[[Mapping[str, Samples], Pick], Simulated]
 
 
 def _answer(s: Samples, i: np.ndarray, start: np.ndarray | float = 0.0) -> np.ndarray:
@@ -115,9 +122,9 @@ def _answer(s: Samples, i: np.ndarray, start: np.ndarray | float = 0.0) -> np.nd
 
 
 def single(name: str) -> Policy:
-    def run(found: Mapping[str, Samples], pick: Pick) -> Outcome:
+    def run(found: Mapping[str, Samples], pick: Pick) -> Simulated:
         s, i = found[name], pick(name, 0)
-        return Outcome(_answer(s, i), np.ones(i.shape), s.usd[i])
+        return Simulated(_answer(s, i), np.ones(i.shape), s.usd[i])
 
     return run
 
@@ -126,12 +133,12 @@ def hedge(name: str, delay: float) -> Policy:
     """A 2nd attempt at ``delay`` ms unless the 1st has answered by then; the first answer wins. Both are
     charged in full: an upper bound, as a cancelled stream stops being billed when it is cancelled."""
 
-    def run(found: Mapping[str, Samples], pick: Pick) -> Outcome:
+    def run(found: Mapping[str, Samples], pick: Pick) -> Simulated:
         s, i1, i2 = found[name], pick(name, 0), pick(name, 1)
         first = _answer(s, i1)
         sent = ~(first <= delay)
         latency = np.minimum(first, np.where(sent, _answer(s, i2, delay), np.inf))
-        return Outcome(latency, 1.0 + sent, s.usd[i1] + np.where(sent, s.usd[i2], 0.0))
+        return Simulated(latency, 1.0 + sent, s.usd[i1] + np.where(sent, s.usd[i2], 0.0))
 
     return run
 
@@ -142,7 +149,7 @@ def failover(chain: Sequence[str], delay: float) -> Policy:
     An abandoned attempt is charged in full (an upper bound, as for a hedge)."""
     assert len(chain) >= 2 and len(set(chain)) == len(chain), chain
 
-    def run(found: Mapping[str, Samples], pick: Pick) -> Outcome:
+    def run(found: Mapping[str, Samples], pick: Pick) -> Simulated:
         shape = pick(chain[0], 0).shape
         start, latency = np.zeros(shape), np.full(shape, np.inf)
         attempts, usd, active = np.zeros(shape), np.zeros(shape), np.ones(shape, bool)
@@ -159,7 +166,7 @@ def failover(chain: Sequence[str], delay: float) -> Policy:
             latency = np.where(answered, start + s.end[i], latency)
             active &= waiting | (~s.ok[i] & s.failover[i])
             start = start + np.where(waiting, delay, s.end[i])
-        return Outcome(latency, attempts, usd)
+        return Simulated(latency, attempts, usd)
 
     return run
 
@@ -193,7 +200,7 @@ class Draws:
         return self._made[key]
 
 
-def measure(o: Outcome) -> dict[str, np.ndarray]:
+def summary_stats(o: Simulated) -> dict[str, np.ndarray]:
     """Each of ``STATS`` over the last axis. Percentiles pick a simulated value (inverted CDF), never
     interpolate: between inf and inf there is nothing to interpolate."""
     lat = o.latency
@@ -240,8 +247,8 @@ def evaluate(
     boot = Draws(sizes, rng, max(200, min(draws, _CELLS // max(b, 1))), b) if b else None
     out: dict[str, dict[str, Estimate]] = {}
     for key, policy in policies.items():
-        value = measure(policy(found, point))
-        spread = measure(policy(found, boot)) if boot is not None else None
+        value = summary_stats(policy(found, point))
+        spread = summary_stats(policy(found, boot)) if boot is not None else None
         out[key] = {
             stat: Estimate(float(value[stat]), *(interval(spread[stat]) if spread is not None else ()))
             for stat in STATS

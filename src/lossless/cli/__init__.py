@@ -11,7 +11,7 @@ saved.py      ``report()``, ``compare()``: saved runs
 advise.py     ``advise()``: time-outs, hedging and failover predicted from saved runs
 watch.py      ``watch()``, ``history()``: bench on a schedule, into a history; its trends
 serving.py    ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
-reference.py  ``render()``: docs/cli.md, every command's --help (``python -m lossless.cli.reference``)
+reference.py  ``reference_markdown()``: docs/cli.md, every --help (``python -m lossless.cli.reference``)
 __main__.py   ``python -m lossless.cli``
 """
 
@@ -31,10 +31,21 @@ def main() -> None:
 
 
 for command in (
-    serving.models, serving.serve, serving.draft, bench.bench, measure.probe, measure.verify,
-    tasks.tasks, inspect.inspect, serving.demo, saved.report, saved.compare, advise.advise, watch.watch,
+    serving.models,
+    serving.serve,
+    serving.draft,
+    bench.bench,
+    measure.probe,
+    measure.verify,
+    tasks.tasks,
+    inspect.inspect,
+    serving.demo,
+    saved.report,
+    saved.compare,
+    advise.advise,
+    watch.watch,
     watch.history,
-):  # fmt: skip
+):
     main.add_command(command)
 
 __all__ = ["main"]

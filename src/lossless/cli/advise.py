@@ -55,17 +55,26 @@ A = AdviseOptions()
     help="Time-out rule: MARGIN x this quantile of the phase's measured times, rounded up.",
 )
 @click.option(
-    "--timeout-margin", default=A.timeout_margin, show_default=True, type=FiniteFloat(1, 100),
+    "--timeout-margin",
+    default=A.timeout_margin,
+    show_default=True,
+    type=FiniteFloat(1, 100),
     help="Time-out rule: this MARGIN times the quantile.",
-)  # fmt: skip
+)
 @click.option(
-    "--draws", default=A.draws, show_default=True, type=click.IntRange(1000, 10_000_000),
+    "--draws",
+    default=A.draws,
+    show_default=True,
+    type=click.IntRange(1000, 10_000_000),
     help="Simulated requests per policy.",
-)  # fmt: skip
+)
 @click.option(
-    "--resamples", default=A.resamples, show_default=True, type=click.IntRange(0, 10_000),
+    "--resamples",
+    default=A.resamples,
+    show_default=True,
+    type=click.IntRange(0, 10_000),
     help="Bootstrap resamples of the records for the 95% intervals (0: none, faster).",
-)  # fmt: skip
+)
 @click.option("--seed", default=A.seed, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--html", "output", type=click.Path(path_type=Path), help="Also write an HTML page here.")
 @renamed(("-o", "--output"), "--html", "output", type=click.Path(path_type=Path))

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 import click
 
 from lossless import validate
+from lossless.client.api_names import ABOUT, APIS, CHAT_APIS, PATHS  # noqa: F401 (CHAT_APIS: see API_HELP)
 from lossless.errors import LosslessError, UsageError
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -177,24 +178,21 @@ def json_flag(what: str) -> Decorator:
     )
 
 
-API_HELP = {
-    "chat": "/chat/completions (OpenAI Chat Completions)",
-    "completions": "/completions (legacy, a plain prompt)",
-    "responses": "/responses (OpenAI Responses)",
-    "messages": "/messages (Anthropic Messages: the key as x-api-key)",
-}
-
-APIS = tuple(API_HELP)  # as client.apis.APIS, which this module does not import (aiohttp is slow to load)
-CHAT_APIS = ("chat", "responses", "messages")  # the APIs that carry messages and tools
+# The APIs are named once, in client.api_names (light: no aiohttp); cli/bench.py and cli/measure.py still
+# import APIS and CHAT_APIS from here.
+API_HELP = {api: f"{PATHS[api]} ({ABOUT[api]})" for api in APIS}
 
 
 def api_flag(default: str, apis: Sequence[str], more: str = "") -> Decorator:
     """--api: which of the APIs the requests are made in (``client.apis``); ``more`` says what it changes."""
     told = "; ".join(f"{a}: {API_HELP[a]}" for a in apis)
     return click.option(
-        "--api", default=default, show_default=True, type=click.Choice(list(apis)),
+        "--api",
+        default=default,
+        show_default=True,
+        type=click.Choice(list(apis)),
         help=f"The API the requests are made in - {told}." + (f" {more}" if more else ""),
-    )  # fmt: skip
+    )
 
 
 MODEL_HELP = (

@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
-    CHAT_APIS,
     SECONDS,
     SEED,
     SEED_HELP,
@@ -22,6 +21,7 @@ from lossless.cli.common import (
     renamed,
     wrote,
 )
+from lossless.client.api_names import CHAT_APIS
 from lossless.inspect.options import InspectOptions
 from lossless.rundir import INSPECT, INSPECT_PAGE
 
@@ -75,9 +75,12 @@ DEFAULTS = InspectOptions()
     help="Output tokens per speculation request.",
 )
 @click.option(
-    "--min-rounds", default=DEFAULTS.min_rounds, show_default=True, type=click.IntRange(4, 100),
+    "--min-rounds",
+    default=DEFAULTS.min_rounds,
+    show_default=True,
+    type=click.IntRange(4, 100),
     help="Rounds of the four speculation requests at least, before the verdict may settle.",
-)  # fmt: skip
+)
 @click.option(
     "--max-rounds",
     default=DEFAULTS.max_rounds,
@@ -86,9 +89,13 @@ DEFAULTS = InspectOptions()
     help="Rounds of the four speculation requests at most; fewer when the verdict settles.",
 )
 @click.option(
-    "--max-time", "budget_s", default=DEFAULTS.budget_s, show_default=True, type=SECONDS,
+    "--max-time",
+    "budget_s",
+    default=DEFAULTS.budget_s,
+    show_default=True,
+    type=SECONDS,
     help="Seconds per endpoint after which no further round of speculation requests starts.",
-)  # fmt: skip
+)
 @renamed("--budget", "--max-time", "budget_s", type=SECONDS)
 @click.option("--seed", default=DEFAULTS.seed, show_default=True, type=SEED, help=SEED_HELP)
 @output_flags("Cards", "inspect.json and inspect.html", html=False)

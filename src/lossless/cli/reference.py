@@ -39,7 +39,7 @@ def help_text(root: click.Group, name: str) -> str:
     return command.get_help(ctx)
 
 
-def render(root: click.Group) -> str:
+def reference_markdown(root: click.Group) -> str:
     parts = [
         "# Command reference",
         "",
@@ -54,4 +54,4 @@ def render(root: click.Group) -> str:
 if __name__ == "__main__":
     from lossless.cli import main
 
-    print(render(main), end="")
+    print(reference_markdown(main), end="")

@@ -103,9 +103,12 @@ def _threshold_help() -> str:
 @click.option("--model", default=None, help="Embedded model name or checkpoint path (GGUF or HF folder).")
 @click.option("--host", default=S.host, show_default=True, help="Address to bind (loopback by default).")
 @click.option(
-    "--port", default=S.port, show_default=True, type=click.IntRange(0, 65535),
+    "--port",
+    default=S.port,
+    show_default=True,
+    type=click.IntRange(0, 65535),
     help="Port to listen on (0: any free one, announced on stderr).",
-)  # fmt: skip
+)
 @click.option(
     "--dtype",
     default=S.dtype,
@@ -115,11 +118,14 @@ def _threshold_help() -> str:
     "bfloat16 where the CPU computes it natively, else float32; what it chose and why is printed.",
 )
 @click.option(
-    "--int4-kernel", default=None, type=click.Choice(["auto", "q8", "torch"]), show_default="auto",
+    "--int4-kernel",
+    default=None,
+    type=click.Choice(["auto", "q8", "torch"]),
+    show_default="auto",
     help="What multiplies int4 layers: q8, ours (llama.cpp's Q4 x Q8 product, activations rounded to "
     "int8 per block of 32), or torch (bfloat16 activations); auto: ours where it builds. The variable "
     "LOSSLESS_INT4_KERNEL says the same.",
-)  # fmt: skip
+)
 @click.option(
     "--max-queue",
     default=S.max_queue,
@@ -183,9 +189,13 @@ def draft() -> None:
     ),
 )
 @click.option(
-    "--out", "out_dir", default="lossless-draft", show_default=True, type=click.Path(path_type=Path),
+    "--out",
+    "out_dir",
+    default="lossless-draft",
+    show_default=True,
+    type=click.Path(path_type=Path),
     help="Where the head, its recipe and its training log go.",
-)  # fmt: skip
+)
 @click.option("--model", default=None, help="Embedded model name or checkpoint path [smollm2-135m-instruct].")
 @click.option("--seed", default=R.seed, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--steps", default=None, type=click.IntRange(1), help=f"Optimizer steps [{R.steps}].")
@@ -220,7 +230,7 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     validate.writable_dir(out_dir, "--out", train_files)
     console = stderr_console()
     given = {k: v for k, v in changes.items() if v is not None}
-    evaluation = train.main(out_dir, model, threads, given, console.print)
+    evaluation = train.train_head(out_dir, model, threads, given, console.print)
     click.echo(json.dumps(evaluation, indent=2))
 
 
@@ -232,9 +242,13 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     )
 )
 @click.option(
-    "--out", "out_dir", default=str(D.out_dir), show_default=True, type=click.Path(path_type=Path),
+    "--out",
+    "out_dir",
+    default=str(D.out_dir),
+    show_default=True,
+    type=click.Path(path_type=Path),
     help="Where the bench files, verify.json and report.html go.",
-)  # fmt: skip
+)
 @click.option(
     "--quick",
     is_flag=True,
@@ -266,9 +280,12 @@ def draft_train(out_dir: Path, model: str | None, threads: int | None, **changes
     "embedded model, whose head it is; ngram for another].",
 )
 @click.option(
-    "--dtype", default=D.embedded.dtype, show_default=True, type=click.Choice(DTYPES),
+    "--dtype",
+    default=D.embedded.dtype,
+    show_default=True,
+    type=click.Choice(DTYPES),
     help="The weights' dtype, as serve's --dtype.",
-)  # fmt: skip
+)
 @click.option(  # the embedded server's range
     "--temperature", default=D.temperature, show_default=True, type=FiniteFloat(0, 2), help="Benchmark's."
 )

@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
-    CHAT_APIS,
     SECONDS,
     SEED,
     SEED_HELP,
@@ -21,6 +20,7 @@ from lossless.cli.common import (
     outputs,
     wrote,
 )
+from lossless.client.api_names import CHAT_APIS
 from lossless.rundir import TASKS
 from lossless.tasks.options import TasksOptions
 from lossless.validate import MAX_CONCURRENCY
@@ -70,9 +70,11 @@ PRICE = FiniteFloat(0, 1e9)
     help="Tasks in flight per endpoint.",
 )
 @click.option(
-    "--stream/--no-stream", default=T.stream, show_default=True,
+    "--stream/--no-stream",
+    default=T.stream,
+    show_default=True,
     help="Model calls streamed (time to first token per call) or whole.",
-)  # fmt: skip
+)
 @click.option(
     "--max-tokens", default=None, type=click.IntRange(1), help="Per model call [default: the task's]."
 )
@@ -85,10 +87,13 @@ PRICE = FiniteFloat(0, 1e9)
     "required on an attempt's first model call, auto after it.",
 )
 @click.option(
-    "--retries", default=T.retries, show_default=True, type=click.IntRange(0, 100),
+    "--retries",
+    default=T.retries,
+    show_default=True,
+    type=click.IntRange(0, 100),
     help="Further attempts at a model call after a retryable failure, as an agent's client makes them "
     "(their time and cost count in the task's).",
-)  # fmt: skip
+)
 @click.option(
     "--retry-wait",
     default=T.retry_wait,

@@ -171,11 +171,20 @@ def _left_out(db: Path, runs: Sequence[Run]) -> list[str]:
         return []
     stored = {r.run_id for r in runs}
     partial = sorted(p.name for p in folder.glob("*.partial"))
-    orphans = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.suffix != ".partial"
-                     and p.name not in stored)  # fmt: skip
-    notes = [f"{len(partial)} run(s) cut short or killed, not in the history (records kept): "
-             f"{folder / partial[-1]}{' ...' if len(partial) > 1 else ''}"] if partial else []  # fmt: skip
+    orphans = sorted(
+        p.name for p in folder.iterdir() if p.is_dir() and p.suffix != ".partial" and p.name not in stored
+    )
+    notes = (
+        [
+            f"{len(partial)} run(s) cut short or killed, not in the history (records kept): "
+            f"{folder / partial[-1]}{' ...' if len(partial) > 1 else ''}"
+        ]
+        if partial
+        else []
+    )
     if orphans:
-        notes.append(f"{len(orphans)} finished run folder(s) with no row (killed while being recorded): "
-                     f"{', '.join(orphans)}")  # fmt: skip
+        notes.append(
+            f"{len(orphans)} finished run folder(s) with no row (killed while being recorded): "
+            f"{', '.join(orphans)}"
+        )
     return notes

@@ -14,13 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lossless.client.api_names import NATIVE, PATHS
 from lossless.client.endpoints import Endpoint, api_key
 from lossless.client.http import Session
 
-APIS = ("chat", "completions", "responses", "messages")
-PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses",
-         "messages": "/messages"}  # fmt: skip
-NATIVE = frozenset({"responses", "messages"})  # rewritten from a chat body, read through native.py
 ANTHROPIC_VERSION = "2023-06-01"  # the Messages API's one stable version header
 MESSAGES_MAX_TOKENS = 4096  # Messages requires max_tokens: what a chat body that names none gets
 
@@ -82,15 +79,23 @@ def _response_items(message: dict[str, Any]) -> list[dict[str, Any]]:
         items.append({"role": role, "content": content if content is not None else ""})
     for call in message.get("tool_calls") or ():
         fn = _function(call)
-        items.append({"type": "function_call", "call_id": call.get("id"), "name": fn.get("name"),
-                      "arguments": fn.get("arguments", "")})  # fmt: skip
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.get("id"),
+                "name": fn.get("name"),
+                "arguments": fn.get("arguments", ""),
+            }
+        )
     return items
 
 
 def _response_tool(tool: dict[str, Any]) -> dict[str, Any]:
     fn = _function(tool)
-    return {"type": "function", **{k: v for k, v in fn.items() if k in ("name", "description", "parameters",
-                                                                        "strict")}}  # fmt: skip
+    return {
+        "type": "function",
+        **{k: v for k, v in fn.items() if k in ("name", "description", "parameters", "strict")},
+    }
 
 
 def _response_format(fmt: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +139,11 @@ def _anthropic_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for m in messages:
         role, content = m.get("role"), m.get("content")
         if role == "tool":
-            block = {"type": "tool_result", "tool_use_id": m.get("tool_call_id"),
-                     "content": content if isinstance(content, str) else json.dumps(content)}  # fmt: skip
+            block = {
+                "type": "tool_result",
+                "tool_use_id": m.get("tool_call_id"),
+                "content": content if isinstance(content, str) else json.dumps(content),
+            }
             if turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list):
                 turns[-1]["content"].append(block)
             else:
@@ -144,8 +152,14 @@ def _anthropic_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
             for call in m["tool_calls"]:
                 fn = _function(call)
-                blocks.append({"type": "tool_use", "id": call.get("id"), "name": fn.get("name"),
-                               "input": _arguments(fn.get("arguments"))})  # fmt: skip
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id"),
+                        "name": fn.get("name"),
+                        "input": _arguments(fn.get("arguments")),
+                    }
+                )
             turns.append({"role": "assistant", "content": blocks})
         else:
             turns.append({"role": role, "content": content if content is not None else ""})

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from lossless.client.answer import Answer, MalformedStream, StreamError
-from lossless.client.apis import PATHS
+from lossless.client.api_names import PATHS
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session, TransportError
 from lossless.client.openai import cached_tokens, error_of, reasoning_tokens, request_body
@@ -25,7 +25,7 @@ from lossless.records import Failure, RequestRecord, http_failure
 
 @dataclass(frozen=True)
 class CallOptions:
-    api: str  # one of ``apis.APIS``
+    api: str  # one of ``api_names.APIS``
     stream: bool
     max_tokens: int
     first_token_timeout: float | None  # seconds from sending to the first token event

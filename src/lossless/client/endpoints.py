@@ -77,7 +77,8 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def from_urls(urls: Sequence[str], model: str | None, api_key_env: str | None) -> tuple[Endpoint, ...]:
+def parse_urls(urls: Sequence[str], model: str | None, api_key_env: str | None) -> tuple[Endpoint, ...]:
+    """URLs as endpoints of ``model``, checked, each named by its host; no request is made."""
     if not model:
         raise UsageError("--model is required with endpoint URLs")
     if api_key_env is not None:

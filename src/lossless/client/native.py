@@ -27,9 +27,13 @@ import json
 from typing import Any
 
 MESSAGES_STOPS = {
-    "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
-    "tool_use": "tool_calls", "refusal": "content_filter",
-}  # fmt: skip
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
 RESPONSES_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
@@ -146,8 +150,11 @@ class MessagesReader(Reader):
         if kind == "content_block_start":
             block = obj.get("content_block") or {}
             if _get(block, "type") == "tool_use":
-                return self._tool(obj.get("index"), id=block.get("id"),
-                                  function={"name": block.get("name"), "arguments": ""})  # fmt: skip
+                return self._tool(
+                    obj.get("index"),
+                    id=block.get("id"),
+                    function={"name": block.get("name"), "arguments": ""},
+                )
             if _get(block, "type") == "text" and block.get("text"):
                 return _delta({"content": block["text"]})
             return {"choices": []}

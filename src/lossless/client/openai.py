@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lossless.client.apis import NATIVE, native_body
+from lossless.client.api_names import NATIVE
+from lossless.client.apis import native_body
 from lossless.client.endpoints import Endpoint
 from lossless.client.prompt import Prompt
 from lossless.records import CONTENT, EMPTY, REASONING, TOOL, USAGE
@@ -24,14 +25,14 @@ def request_body(
         body["ignore_eos"] = True
     if stream:
         body["stream"] = True
-        body["stream_options"] = stream_usage(api, endpoint.running_usage)
+        body["stream_options"] = stream_options(api, endpoint.running_usage)
     if api in NATIVE:
         body = native_body(api, body)
     body.update(endpoint.body)  # the endpoint's own fields as written, in the API it speaks
     return body
 
 
-def stream_usage(api: str, running: bool) -> dict[str, bool]:
+def stream_options(api: str, running: bool) -> dict[str, bool]:
     """``stream_options``: usage at the end (the only exact N_out while streaming), and in every chunk
     where the endpoint takes vLLM's ``continuous_usage_stats`` (chat and completions only)."""
     if running and api in ("chat", "completions"):
@@ -46,9 +47,16 @@ class Chunk:
     ``ValueError``: the request is then one malformed answer, recorded as such, never a crash."""
 
     __slots__ = (
-        "completion_tokens", "content", "fingerprint", "finish_reason", "kind", "model", "reasoning",
-        "tool_chars", "usage",
-    )  # fmt: skip
+        "completion_tokens",
+        "content",
+        "fingerprint",
+        "finish_reason",
+        "kind",
+        "model",
+        "reasoning",
+        "tool_chars",
+        "usage",
+    )
 
     def __init__(self, obj: Any, api: str, stream: bool) -> None:
         if not isinstance(obj, dict):

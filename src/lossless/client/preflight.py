@@ -17,10 +17,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lossless.client.answer import Answer, MalformedStream, StreamError
-from lossless.client.apis import NATIVE, PATHS, native_body, session as api_session
+from lossless.client.api_names import NATIVE, PATHS
+from lossless.client.apis import native_body, session as api_session
 from lossless.client.endpoints import Endpoint, api_key, public_url
 from lossless.client.http import Session, TransportError, unreachable
-from lossless.client.openai import error_of, stream_usage
+from lossless.client.openai import error_of, stream_options
 from lossless.client.sse import read_events
 from lossless.errors import EndpointError, UsageError
 from lossless.records import Failure
@@ -66,13 +67,14 @@ def only_model(base_url: str, api_key_env: str | None, connect_timeout: float = 
     if found is not None and len(found) == 1:
         return found[0]
     if found:
-        raise UsageError(f"--model is required: {public_url(base_url)} serves {len(found)} models: "
-                         f"{', '.join(found[:20])}")  # fmt: skip
+        raise UsageError(
+            f"--model is required: {public_url(base_url)} serves {len(found)} models: {', '.join(found[:20])}"
+        )
     why = "lists none" if found is not None else "did not answer with a list"
     raise UsageError(f"--model is required: {public_url(base_url)}/models {why} to choose one by default")
 
 
-async def check(
+async def check_endpoint(
     endpoint: Endpoint, api: str = "chat", stream: bool = False, timeout: float = 60.0
 ) -> Answered:
     """One one-token request to ``endpoint``, sent as the run will send its own (``api``, ``stream``, the
@@ -82,7 +84,7 @@ async def check(
     body |= {"prompt": "Hi"} if api == "completions" else {"messages": [{"role": "user", "content": "Hi"}]}
     running = stream and api in ("chat", "completions")  # ask for usage in every chunk: taken or refused?
     if stream:
-        body |= {"stream": True, "stream_options": stream_usage(api, running)}
+        body |= {"stream": True, "stream_options": stream_options(api, running)}
     body = native_body(api, body) | dict(endpoint.body)
     session = api_session(endpoint, api, min(timeout, 10.0))
     try:
@@ -91,7 +93,7 @@ async def check(
                 answered = await _ask(session, endpoint, api, json.dumps(body).encode(), stream, refusal=True)
                 if answered is not None:
                     return replace(answered, running=answered.ok)
-                body["stream_options"] = stream_usage(api, False)  # refused: asked again as the run will
+                body["stream_options"] = stream_options(api, False)  # refused: asked again as the run will
             found = await _ask(session, endpoint, api, json.dumps(body).encode(), stream)
             assert found is not None
             return found

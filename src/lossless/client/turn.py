@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lossless.client.answer import Answer, MalformedStream, StreamError, ToolCall
-from lossless.client.apis import PATHS
+from lossless.client.api_names import PATHS
 from lossless.client.http import Session, TransportError
 from lossless.client.openai import error_of
 from lossless.client.sse import read_events
@@ -90,9 +90,19 @@ async def chat_turn(
     if kind is None and not answer.finished():
         kind, message = Failure.MALFORMED_STREAM, "stream ended without [DONE] or a finish_reason"
     return Turn(
-        sent_ns=sent, end_ns=answer.end_ns if kind is None and answer.end_ns is not None else clock(),
-        headers_ns=headers_ns, status=status, error_kind=kind, error=message,
-        event_ns=tuple(answer.event_ns), event_kinds="".join(answer.kinds), event_tokens=tuple(answer.tokens),
-        text=answer.text(), reasoning=answer.reasoning(), tool_calls=answer.tool_calls(),
-        finish_reason=answer.finish_reason(), usage=answer.usage, server_headers=headers,
-    )  # fmt: skip
+        sent_ns=sent,
+        end_ns=answer.end_ns if kind is None and answer.end_ns is not None else clock(),
+        headers_ns=headers_ns,
+        status=status,
+        error_kind=kind,
+        error=message,
+        event_ns=tuple(answer.event_ns),
+        event_kinds="".join(answer.kinds),
+        event_tokens=tuple(answer.tokens),
+        text=answer.text(),
+        reasoning=answer.reasoning(),
+        tool_calls=answer.tool_calls(),
+        finish_reason=answer.finish_reason(),
+        usage=answer.usage,
+        server_headers=headers,
+    )

@@ -146,8 +146,14 @@ class Wire:
             answer.fold(body, 0, raw)
         except (ValueError, RecursionError):  # not JSON, or not a completion object
             return Reply(200, elapsed, error=f"not a completion object: {self._message(raw[:200])}")
-        return Reply(200, elapsed, _choices(answer, stream=False), answer.usage, body=body,
-                     tool_calls=answer.tool_calls())  # fmt: skip
+        return Reply(
+            200,
+            elapsed,
+            _choices(answer, stream=False),
+            answer.usage,
+            body=body,
+            tool_calls=answer.tool_calls(),
+        )
 
     async def _stream(self, resp: Response, start: float, native: bool) -> Reply:
         answer = Answer(self.api if native else None, lenient=True)
@@ -158,8 +164,15 @@ class Wire:
             problem = "stream ended without [DONE] or a finish_reason"
         # an error event's text is the server's: it may quote the key, as an error body may
         error = None if problem is None else self._session.redact(problem)[:MAX_ERROR_CHARS]
-        return Reply(200, time.perf_counter() - start, _choices(answer, stream=True), answer.usage, error,
-                     answer.events, tool_calls=answer.tool_calls())  # fmt: skip
+        return Reply(
+            200,
+            time.perf_counter() - start,
+            _choices(answer, stream=True),
+            answer.usage,
+            error,
+            answer.events,
+            tool_calls=answer.tool_calls(),
+        )
 
 
 def chat(content: str, **fields: Any) -> dict[str, Any]:
@@ -167,7 +180,7 @@ def chat(content: str, **fields: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": content}], **fields}
 
 
-async def gather(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) -> list[Reply]:
+async def post_all(w: Wire, bodies: Sequence[dict[str, Any]], concurrency: int) -> list[Reply]:
     """Every body posted, at most ``concurrency`` at a time; the replies in the bodies' order."""
     gate = asyncio.Semaphore(concurrency)
 

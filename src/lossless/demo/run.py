@@ -52,8 +52,12 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
     with ExitStack() as stack:
         with console.status("loading the model", spinner="dots"):
             served = stack.enter_context(embedded.serve_embedded(options.embedded, speculative=True))
-        _step(console, 2, f"serving {served.model} ({served.dtype_reason}): plain and speculative "
-              f"decoding ({embedded.drafter_name(options.drafter)}), one copy of the weights")  # fmt: skip
+        _step(
+            console,
+            2,
+            f"serving {served.model} ({served.dtype_reason}): plain and speculative "
+            f"decoding ({embedded.drafter_name(options.drafter)}), one copy of the weights",
+        )
         summary = _bench(served.endpoints, options, console)
         verdict = _verify(served.endpoints, options, console)
     _step(console, 5, "the report")
@@ -69,13 +73,23 @@ def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
 
     parts = SUITE.count("+") + 1
     suites = SUITE.replace("+", ", ")
-    _step(console, 3, f"benchmark: {options.requests} requests per suite ({suites}), {options.max_tokens} "
-          f"tokens, temperature {options.temperature:g}, one at a time, taking turns")  # fmt: skip
+    _step(
+        console,
+        3,
+        f"benchmark: {options.requests} requests per suite ({suites}), {options.max_tokens} "
+        f"tokens, temperature {options.temperature:g}, one at a time, taking turns",
+    )
     bench_options = BenchOptions(
-        urls=tuple(e.base_url for e in pair), model=pair[0].model, suite=SUITE,
-        max_tokens=options.max_tokens, concurrency=(1,), requests=options.requests * parts,
-        warmup=options.warmup, seed=options.seed, out_dir=options.out_dir,
-    )  # fmt: skip
+        urls=tuple(e.base_url for e in pair),
+        model=pair[0].model,
+        suite=SUITE,
+        max_tokens=options.max_tokens,
+        concurrency=(1,),
+        requests=options.requests * parts,
+        warmup=options.warmup,
+        seed=options.seed,
+        out_dir=options.out_dir,
+    )
     # Two servers on one CPU: one request at a time over both, so neither slows the other down.
     body = {"temperature": options.temperature}
     endpoints = tuple(replace(e, body=body) for e in pair)
@@ -95,8 +109,12 @@ def _verify(pair: Pair, options: DemoOptions, console: Console) -> str:
     from lossless.verify.run import verify
 
     b = options.budget
-    _step(console, 4, f"verify: is speculative decoding the same model? ({b.prompts} prompts x up to "
-          f"{b.samples} samples x {b.max_tokens} tokens, {b.tasks} tasks)")  # fmt: skip
+    _step(
+        console,
+        4,
+        f"verify: is speculative decoding the same model? ({b.prompts} prompts x up to "
+        f"{b.samples} samples x {b.max_tokens} tokens, {b.tasks} tasks)",
+    )
     # One request at a time here too: the two servers share one engine.
     config = VerifyConfig(b, seed=options.seed, concurrency=1)
     with console.status("verifying (sampling both servers, then testing)", spinner="dots"):

@@ -57,7 +57,7 @@ def bundled_prompts() -> list[dict[str, str]]:
 
 
 @torch.inference_mode()
-def collect(
+def target_answers(
     engine: Engine,
     prompts: list[str],
     *,
@@ -76,8 +76,9 @@ def collect(
     try:
         for start in range(0, len(order), batch):
             rows = order[start : start + batch]
-            answers = _answer(model, [encoded[i] for i in rows], [i % 2 == 0 for i in rows], eos, max_new,
-                              generator)  # fmt: skip
+            answers = _answer(
+                model, [encoded[i] for i in rows], [i % 2 == 0 for i in rows], eos, max_new, generator
+            )
             out.update(zip(rows, answers, strict=True))
             if log is not None:
                 log(len(out), len(order))

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lossless.atomic import atomic_path, write_atomic
-from lossless.draft.data import WINDOW, AnsweredPrompt, bundled_prompts, collect, written_prompts
+from lossless.draft.data import WINDOW, AnsweredPrompt, bundled_prompts, target_answers, written_prompts
 from lossless.draft.recipe import Recipe
 from lossless.engine.cpu import native_bfloat16
 from lossless.engine.speculate.head import DSparkHead, HeadConfig, save_head
@@ -39,7 +39,7 @@ from lossless.engine.speculate.head import DSparkHead, HeadConfig, save_head
 Log = Callable[[dict[str, Any]], None]
 
 
-def main(
+def train_head(
     out: Path, model: str | None, threads: int | None, changes: dict[str, Any], say: Callable[[str], None]
 ) -> dict[str, Any]:
     """``lossless draft train``: load the target as the recipe says, run the recipe (with ``changes``
@@ -51,10 +51,10 @@ def main(
     if threads:
         torch.set_num_threads(threads)
     engine = Engine.load(models.resolve(model), dtype=recipe.gen_dtype, max_context=1024)
-    return run(engine, out, recipe, say)
+    return run_recipe(engine, out, recipe, say)
 
 
-def run(engine: Any, out: Path, recipe: Recipe, say: Callable[[str], None]) -> dict[str, Any]:
+def run_recipe(engine: Any, out: Path, recipe: Recipe, say: Callable[[str], None]) -> dict[str, Any]:
     """The whole recipe; returns the held-out evaluation. Threads: one is fastest on a shared 2-core
     machine (the small ops of a 4M-parameter head wait on a second thread more than they gain)."""
     torch.manual_seed(recipe.seed)
@@ -79,18 +79,29 @@ def _run(engine: Any, out: Path, recipe: Recipe, log: Log, say: Callable[[str], 
     n_held = 2 * min(recipe.holdout // 2, len(seqs) // 10)
     held, train_seqs = seqs[:n_held] or seqs[:2], seqs[n_held:]
     config = HeadConfig(
-        dim=embed.shape[1], vocab_size=embed.shape[0], window=WINDOW, block=recipe.block,
-        ffn=recipe.ffn, rank=recipe.rank,
-    )  # fmt: skip
+        dim=embed.shape[1],
+        vocab_size=embed.shape[0],
+        window=WINDOW,
+        block=recipe.block,
+        ffn=recipe.ffn,
+        rank=recipe.rank,
+    )
     head = DSparkHead(config, embed, vocab)
     train_set, held_set = Anchors(train_seqs, config, vocab), Anchors(held, config, vocab)
-    log({"event": "data", "sequences": len(seqs), "train_anchors": len(train_set),
-         "heldout_anchors": len(held_set), "vocab": len(vocab),
-         "answer_tokens_in_vocab": train_set.coverage()})  # fmt: skip
+    log(
+        {
+            "event": "data",
+            "sequences": len(seqs),
+            "train_anchors": len(train_set),
+            "heldout_anchors": len(held_set),
+            "vocab": len(vocab),
+            "answer_tokens_in_vocab": train_set.coverage(),
+        }
+    )
     say(f"{len(train_set)} training anchors, vocabulary covers {train_set.coverage():.1%} of answer tokens")
     train(head, train_set, held_set, recipe, log, say)
-    log({"event": "calibration", **calibrate(head, held_set)})
-    evaluation = evaluate(head, held_set)
+    log({"event": "calibration", **calibrate_confidence(head, held_set)})
+    evaluation = evaluate_head(head, held_set)
     log({"event": "heldout", **evaluation})
     log({"event": "saved", "sha256": save_head(head, out)})
     return evaluation
@@ -109,11 +120,26 @@ def _collected(engine: Any, path: Path, recipe: Recipe, say: Callable[[str], Non
         return lambda done, total: say(f"{what} {done}/{total} ({time.perf_counter() - start:.0f} s)")
 
     prompts = [p["prompt"] for p in bundled_prompts()][: recipe.prompts or None]
-    written = written_prompts(engine, recipe.written, batch=recipe.gen_batch, seed=recipe.seed + 1,
-                              log=progress("prompts written")) if recipe.written else []  # fmt: skip
+    written = (
+        written_prompts(
+            engine,
+            recipe.written,
+            batch=recipe.gen_batch,
+            seed=recipe.seed + 1,
+            log=progress("prompts written"),
+        )
+        if recipe.written
+        else []
+    )
     twice = [p for p in prompts for _ in range(2)]  # even index: greedy, odd: sampled
-    seqs = collect(engine, twice + written, max_new=recipe.max_new, batch=recipe.gen_batch, seed=recipe.seed,
-                   log=progress("answers"))  # fmt: skip
+    seqs = target_answers(
+        engine,
+        twice + written,
+        max_new=recipe.max_new,
+        batch=recipe.gen_batch,
+        seed=recipe.seed,
+        log=progress("answers"),
+    )
     # held-out prompts (bundled ones, both answers each) first, chosen by the seed; then the written ones
     order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(recipe.seed)).tolist()
     ordered = [seqs[2 * i + j] for i in order for j in (0, 1)] + seqs[len(twice) :]
@@ -249,13 +275,15 @@ def train(
             log(entry)
         if step % recipe.eval_every == 0 or step == recipe.steps:
             head.eval()
-            scores = evaluate(head, held, calibration=False)
+            scores = evaluate_head(head, held, calibration=False)
             score = (scores["expected_length_t1"] + scores["expected_length_greedy"]) / 2
             if score > best[0]:
                 best = (score, step, {k: v.clone() for k, v in head.state_dict().items()})
             log({"step": step, "heldout": scores})
-            say(f"step {step}: loss {float(loss.detach()):.3f}; held-out acceptance at T=1 by position "
-                f"{scores['acceptance_t1_by_position']}, tokens per pass {score:.3f}")  # fmt: skip
+            say(
+                f"step {step}: loss {float(loss.detach()):.3f}; held-out acceptance at T=1 by position "
+                f"{scores['acceptance_t1_by_position']}, tokens per pass {score:.3f}"
+            )
     head.load_state_dict(best[2])
     head.dropout = 0.0
     head.eval()
@@ -279,7 +307,7 @@ def _all(head: DSparkHead, data: Anchors, chunk: int = 1024) -> dict[str, Tensor
 
 
 @torch.no_grad()
-def calibrate(head: DSparkHead, data: Anchors) -> dict[str, Any]:
+def calibrate_confidence(head: DSparkHead, data: Anchors) -> dict[str, Any]:
     """Platt scaling of the confidence logit on held-out anchors, folded into the head's last layer."""
     out = _all(head, data)
     valid = out["valid"]
@@ -302,7 +330,7 @@ def calibrate(head: DSparkHead, data: Anchors) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def evaluate(head: DSparkHead, data: Anchors, calibration: bool = True) -> dict[str, Any]:
+def evaluate_head(head: DSparkHead, data: Anchors, calibration: bool = True) -> dict[str, Any]:
     """Held-out figures: acceptance by position (conditional on the earlier ones), the expected tokens
     per target pass with all K drafted, and the confidence head's calibration in ten bins."""
     out = _all(head, data)

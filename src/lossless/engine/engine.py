@@ -24,19 +24,16 @@ from lossless.engine.model.sampling import SamplingParams, make_generator
 from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter, check_same_vocab
 from lossless.engine.speculate.spec import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec
 from lossless.engine.speculate.speculative import Drafter, SpecStats, speculative_decode
-from lossless.engine.weights.packed import PackedLinear, pack_output
-from lossless.engine.weights.quant import Q8Linear, kernel, use_q8_output
+from lossless.engine.weights.build import build_model
+from lossless.engine.weights.packed import PackedLinear
+from lossless.engine.weights.quant import Q8Linear, kernel
 from lossless.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
-    from torch import Tensor
-
-    from lossless.engine.model.args import ModelArgs
     from lossless.engine.model.tokenizer import Tokenizer
-    from lossless.engine.model.transformer import Transformer
     from lossless.engine.weights.hf import Checkpoint
 
-__all__ = ["Delta", "Engine", "ModelLock", "TokenLogprob", "build_drafter", "build_model"]
+__all__ = ["Delta", "Engine", "ModelLock", "TokenLogprob", "build_drafter"]
 
 T = TypeVar("T")
 _WAIT_S = 0.05  # a generation waiting for the model looks at its cancel event this often
@@ -270,9 +267,16 @@ class Engine:
             return
         stats = SpecStats(self.spec.k)
         source = speculative_decode(
-            self.model, self.drafter, prompt_ids, params, max_new_tokens=budget, k_max=self.spec.k,
-            generator=generator, stats=stats, constraint=constraint,
-        )  # fmt: skip
+            self.model,
+            self.drafter,
+            prompt_ids,
+            params,
+            max_new_tokens=budget,
+            k_max=self.spec.k,
+            generator=generator,
+            stats=stats,
+            constraint=constraint,
+        )
         for delta in generate_text(source, self.tokenizer, params, budget=budget, cancel=cancel):
             if delta.finish_reason is not None:  # the source is closed by now: the figures are final
                 delta = replace(delta, stats={**delta.stats, **stats.as_dict()})
@@ -295,59 +299,6 @@ class Engine:
         bad = [i for i in prompt_ids if not 0 <= i < self.args.vocab_size]
         if bad:
             raise UsageError(f"token id {bad[0]} outside the vocabulary (0..{self.args.vocab_size - 1})")
-
-
-def build_model(
-    checkpoint: Checkpoint,
-    max_context: int | None = None,
-    float32_prompts: bool | None = None,
-    int4_kernel: str | None = None,
-) -> tuple[Transformer, str | None]:
-    """Our Transformer holding the checkpoint's weights, with its KV cache for ``max_context`` positions,
-    and a line saying what processes its prompts (None for float32 weights).
-    A bfloat16 or int4 model may get a float32 twin of its weights (the int4 layers' as the kernel
-    computes them) to process prompts with: ``float32_prompts`` says so, or None leaves it to
-    `prompts.choose_prompt_model`. A bfloat16 output layer runs on oneDNN's packed weight where
-    `packed.can_pack`."""
-    import torch
-
-    from lossless.engine.model.prompt_numerics import choose_prompt_model
-
-    weights = dict(checkpoint.weights)
-    model = _holding(checkpoint.args, weights)
-    if checkpoint.int4:
-        from lossless.engine.weights.quant import use_int4
-
-        use_int4(model, checkpoint.int4, int4_kernel)
-    model.setup_cache(max_context)
-    if not use_q8_output(model, checkpoint.output_q8, int4_kernel):  # the file's Q8_0 blocks on our kernel
-        pack_output(model)  # else a bfloat16 output layer on a CPU that computes bfloat16: packed once
-    if model.output.weight.dtype != torch.bfloat16:
-        return model.eval(), None
-
-    def twin() -> Transformer:
-        chosen = kernel(int4_kernel)[0]
-        exact = {f"{name}.weight": w.dense(torch.float32, chosen) for name, w in checkpoint.int4.items()}
-        wide = {name: exact[name] if name in exact else w.float() for name, w in weights.items()}
-        return _holding(checkpoint.args, wide).eval()
-
-    name = "int4" if checkpoint.int4 else "bfloat16"
-    return model.eval(), choose_prompt_model(model, twin, float32_prompts, name)
-
-
-def _holding(args: ModelArgs, weights: dict[str, Tensor]) -> Transformer:
-    import torch
-
-    from lossless.engine.model.transformer import Transformer
-
-    with torch.device("meta"):
-        model = Transformer(args)  # no memory, no random init: the weights come next
-    if args.tie_embeddings:
-        weights = weights | {"output.weight": weights["tok_embeddings.weight"]}
-    model.load_state_dict(weights, strict=True, assign=True)
-    if args.tie_embeddings:
-        model.output.weight = model.tok_embeddings.weight  # assign=True made two parameters: tie again
-    return model
 
 
 def _for_dtype(defaults: dict[str, T], dtype: str) -> T:

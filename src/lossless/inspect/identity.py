@@ -15,9 +15,10 @@ cancel exactly: the template's text always meets the same word at either edge of
 "ok": a word starts and ends a token in every family here), so whatever the template does at the edges
 (a space or newline before the message, trimming it, an end-of-turn marker after it) happens alike to
 every message, and never to a probe string. The reference counts are taken the same way from each
-tokenizer alone, without BOS or special tokens: ``count(message(text)) - count(message(BASELINE))``.
-The baseline is sent first and last: a server whose count of one message changes between requests
-cannot be read this way, and the verdict says so.
+tokenizer alone, without BOS or special tokens:
+``count(probe_message(text)) - count(probe_message(BASELINE))``. The baseline is sent first and last: a
+server whose count of one message changes between requests cannot be read this way, and the verdict
+says so.
 
 Matching (``identify``): references whose counts are all equal form one group ("llama-spm / phi-3": these
 strings cannot tell them apart); the distance from the measured counts to a group is the sum over the
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from lossless.client.wire import Reply, Wire, chat, gather
+from lossless.client.wire import Reply, Wire, chat, post_all
 from lossless.errors import UsageError
 
 Verdict = Literal["evident", "not evident", "inconclusive"]
@@ -75,14 +76,14 @@ NEAR = 3  # tokens: the farthest a best guess may be from its reference
 TABLE = Path(__file__).with_name("tokenizers.json")
 
 
-def message(text: str) -> str:
+def probe_message(text: str) -> str:
     return PREFIX + text + SUFFIX
 
 
 def fingerprint(count: Callable[[str], int]) -> dict[str, int]:
     """A tokenizer's reference counts: tokens of each probe's message beyond the baseline message."""
-    base = count(message(BASELINE))
-    return {name: count(message(text)) - base for name, text in PROBES.items()}
+    base = count(probe_message(BASELINE))
+    return {name: count(probe_message(text)) - base for name, text in PROBES.items()}
 
 
 def counter(spec: str) -> Callable[[str], int]:
@@ -205,8 +206,8 @@ async def measure(w: Wire, concurrency: int = 4) -> Measured:
     texts = (BASELINE, *PROBES.values(), BASELINE)
     # nothing but max_tokens: the fewer fields, the fewer servers that refuse one (no temperature for
     # some reasoning models); the answer itself is never read
-    bodies = [chat(message(t), max_tokens=1) for t in texts]
-    return measured(await gather(w, bodies, concurrency))
+    bodies = [chat(probe_message(t), max_tokens=1) for t in texts]
+    return measured(await post_all(w, bodies, concurrency))
 
 
 def measured(replies: Sequence[Reply]) -> Measured:

@@ -119,9 +119,17 @@ class Precision:
     tokens: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "nearest": self.nearest, "note": self.note, "floor": self.floor,
-                "bit_identical": self.bit_identical, "distances": [dict(d) for d in self.distances],
-                "method": self.method, "texts": self.texts, "tokens": self.tokens}  # fmt: skip
+        return {
+            "verdict": self.verdict,
+            "nearest": self.nearest,
+            "note": self.note,
+            "floor": self.floor,
+            "bit_identical": self.bit_identical,
+            "distances": [dict(d) for d in self.distances],
+            "method": self.method,
+            "texts": self.texts,
+            "tokens": self.tokens,
+        }
 
 
 # --- scoring -----------------------------------------------------------------------------------------
@@ -230,10 +238,21 @@ def judge(first: Scores, second: Scores, references: Mapping[str, Scores], seed:
     found = {name: d for name, ref in references.items() if (d := distance(first, ref, seed)) is not None}
     usable = {name: d for name, d in found.items() if d.texts >= MIN_TEXTS}
     ranked = sorted(usable.items(), key=lambda kv: kv[1].distance)
-    rows = tuple({"reference": name, "distance": round(d.distance, 5),
-                  "ci": [round(d.ci[0], 5), round(d.ci[1], 5)]} for name, d in ranked)  # fmt: skip
-    common = Precision("inconclusive", "", None, round(aa.distance, 5), identical(first, second), rows,
-                       first.method, aa.texts, aa.tokens)  # fmt: skip
+    rows = tuple(
+        {"reference": name, "distance": round(d.distance, 5), "ci": [round(d.ci[0], 5), round(d.ci[1], 5)]}
+        for name, d in ranked
+    )
+    common = Precision(
+        "inconclusive",
+        "",
+        None,
+        round(aa.distance, 5),
+        identical(first, second),
+        rows,
+        first.method,
+        aa.texts,
+        aa.tokens,
+    )
     if not ranked:
         unscored = [n for n, r in references.items() if r.method is None]
         why = f"references not scored: {', '.join(unscored)}" if unscored else "no reference shares the texts"
@@ -251,11 +270,16 @@ def _word(common: Precision, ranked: Sequence[tuple[str, Distance]], aa: Distanc
         return _with(common, "evident", f"at {name}: {said}", name)
     other_name, other = rest[0]
     if other.ci[0] <= band or other.ci[0] <= near.ci[1]:
-        return _with(common, "inconclusive", f"{name} and {other_name} equally near ({said}; "
-                     f"{other.distance:.3f} from {other_name})", name)  # fmt: skip
+        return _with(
+            common,
+            "inconclusive",
+            f"{name} and {other_name} equally near ({said}; {other.distance:.3f} from {other_name})",
+            name,
+        )
     return _with(common, "evident", f"at {name}: {said}; next {other_name} at {other.distance:.3f}", name)
 
 
 def _with(p: Precision, verdict: str, note: str, nearest: str | None = None) -> Precision:
-    return Precision(verdict, note, nearest, p.floor, p.bit_identical, p.distances, p.method, p.texts,
-                     p.tokens)  # fmt: skip
+    return Precision(
+        verdict, note, nearest, p.floor, p.bit_identical, p.distances, p.method, p.texts, p.tokens
+    )

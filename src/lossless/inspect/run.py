@@ -78,12 +78,20 @@ class Card:
             "api": self.api,
             "speculative_decoding": asdict(self.speculation),
             "precision": self.precision.as_dict(),
-            "identity": {**asdict(self.identity), "context_limit": self.context_limit,
-                         "context": self.context.as_dict() if self.context else None, **self.served},
-            "budget": {"rounds": self.rounds, "requests": self.speculation.evidence.get("requests"),
-                       "output_tokens": self.output_tokens, "stopped": self.stopped,
-                       "wall_s": round(self.wall_s, 1)},
-        }  # fmt: skip
+            "identity": {
+                **asdict(self.identity),
+                "context_limit": self.context_limit,
+                "context": self.context.as_dict() if self.context else None,
+                **self.served,
+            },
+            "budget": {
+                "rounds": self.rounds,
+                "requests": self.speculation.evidence.get("requests"),
+                "output_tokens": self.output_tokens,
+                "stopped": self.stopped,
+                "wall_s": round(self.wall_s, 1),
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -186,11 +194,25 @@ def card(
     records = _counted(got.records, endpoint, listing)
     spec = _with_counters(speculation.judge(records, seed=seed), got)
     who = identity.judge(measured, refs)
-    served = {"declared_model": list(measured.models), "system_fingerprint": list(measured.fingerprints),
-              "headers": served_by(records).headers}  # fmt: skip
+    served = {
+        "declared_model": list(measured.models),
+        "system_fingerprint": list(measured.fingerprints),
+        "headers": served_by(records).headers,
+    }
     tokens = sum(r.n_out or 0 for r in records if r.ok)
-    return Card(endpoint, spec, who, listing.context, got.rounds, got.stopped, tokens,
-                time.monotonic() - start, served=served, context=limit, api=plan.api)  # fmt: skip
+    return Card(
+        endpoint,
+        spec,
+        who,
+        listing.context,
+        got.rounds,
+        got.stopped,
+        tokens,
+        time.monotonic() - start,
+        served=served,
+        context=limit,
+        api=plan.api,
+    )
 
 
 async def _measure(
@@ -257,6 +279,7 @@ def _with_counters(spec: Speculation, got: Collected) -> Speculation:
     counters = moved.as_dict()
     if moved.accepted_tokens > 0 and spec.verdict != "evident":
         note = f"the server's counters: {moved.accepted_tokens:.0f} drafted tokens accepted ({spec.note})"
-        return replace(spec, verdict="evident", drafter="unknown", counters=counters, note=note,
-                       evidence=evidence)  # fmt: skip
+        return replace(
+            spec, verdict="evident", drafter="unknown", counters=counters, note=note, evidence=evidence
+        )
     return replace(spec, counters=counters, evidence=evidence)

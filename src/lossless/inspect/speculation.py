@@ -147,8 +147,14 @@ def _value(q: Request, of: str) -> float | None:
 
 def _ratio(arm: str, of: str, logs: list[float], seed: int) -> Ratio:
     if len(logs) < MIN_ROUNDS:
-        return Ratio(arm, of, math.exp(float(np.median(logs))) if logs else math.nan, (0.0, math.inf),
-                     len(logs), "cannot tell")  # fmt: skip
+        return Ratio(
+            arm,
+            of,
+            math.exp(float(np.median(logs))) if logs else math.nan,
+            (0.0, math.inf),
+            len(logs),
+            "cannot tell",
+        )
     d = describe(logs, seed=seed)
     lo, hi = (math.exp(v) for v in d.ci95["p50"])
     mid = math.exp(d.p50 or 0.0)
@@ -167,15 +173,18 @@ def arm_stats(reqs: Sequence[Request]) -> list[ArmStats]:
         counted = [q for q in qs if q.tokens is not None]
         gaps = [g for q in qs for g in q.gaps_ms]
         inside = sum(q.chunks - q.bursts for q in qs if q.chunks)
-        out.append(ArmStats(
-            arm, len(qs),
-            float(np.median(speeds)) if speeds else None,
-            _per(sum(q.tokens or 0 for q in counted), sum(q.chunks for q in counted)),
-            _per(sum(q.tokens or 0 for q in counted), sum(q.bursts for q in counted)),
-            float(np.percentile(gaps, 50)) if gaps else None,
-            float(np.percentile(gaps, 90)) if gaps else None,
-            inside / len(gaps) if gaps else None,
-        ))  # fmt: skip
+        out.append(
+            ArmStats(
+                arm,
+                len(qs),
+                float(np.median(speeds)) if speeds else None,
+                _per(sum(q.tokens or 0 for q in counted), sum(q.chunks for q in counted)),
+                _per(sum(q.tokens or 0 for q in counted), sum(q.bursts for q in counted)),
+                float(np.percentile(gaps, 50)) if gaps else None,
+                float(np.percentile(gaps, 90)) if gaps else None,
+                inside / len(gaps) if gaps else None,
+            )
+        )
     return out
 
 
@@ -196,8 +205,9 @@ def judge(
     verdict, note = _verdict(found)
     drafter = _drafter(found) if verdict == "evident" else None
     extra: dict[str, object] = {"requests": len(records), "answered": len(reqs)}
-    return Speculation(verdict, drafter, length, tuple(found), tuple(arms), dict(counters or {}) or None,
-                       note, extra)  # fmt: skip
+    return Speculation(
+        verdict, drafter, length, tuple(found), tuple(arms), dict(counters or {}) or None, note, extra
+    )
 
 
 def _verdict(found: Sequence[Ratio]) -> tuple[Verdict, str]:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from scipy import stats
 
-from lossless.client.wire import Reply, Wire, chat, gather
+from lossless.client.wire import Reply, Wire, chat, post_all
 
 Verdict = Literal["honoured", "ignored", "rejected", "unsupported", "inconclusive"]
 ALPHA = 0.05  # one-sided level for on-versus-off comparisons
@@ -72,7 +72,7 @@ async def canary(w: Wire, s: Settings) -> list[Check]:
 
 
 async def invalid_values(w: Wire, s: Settings) -> list[Check]:
-    replies = await gather(w, [chat(SHORT, **{"max_tokens": 8, **v}) for _, v in INVALID], s.concurrency)
+    replies = await post_all(w, [chat(SHORT, **{"max_tokens": 8, **v}) for _, v in INVALID], s.concurrency)
     out = []
     for (name, _), reply in zip(INVALID, replies, strict=True):
         if reply.ok:
@@ -88,7 +88,7 @@ async def invalid_values(w: Wire, s: Settings) -> list[Check]:
 
 async def max_tokens(w: Wire, s: Settings) -> list[Check]:
     name = f"max_tokens={s.limit}"
-    limited, reference = await gather(
+    limited, reference = await post_all(
         w,
         [chat(LONG, max_tokens=s.limit, temperature=0), chat(LONG, max_tokens=s.max_tokens, temperature=0)],
         2,
@@ -145,7 +145,7 @@ async def seed(w: Wire, s: Settings) -> list[Check]:
     others) must not all be the same; some servers decode greedily whatever the temperature
     (``transformers serve`` unless the checkpoint's generation_config says do_sample)."""
     bodies = [chat(SHORT, max_tokens=24, temperature=1, seed=s_) for s_ in (11, 11, 11, 12, 13)]
-    replies = await gather(w, bodies, s.concurrency)
+    replies = await post_all(w, bodies, s.concurrency)
     if bad := first_failure(replies):
         return [rejected("seed", bad), rejected("temperature=1 samples", bad)]
     same = {r.text for r in replies[:3]}
@@ -168,7 +168,7 @@ async def greedy_family(w: Wire, s: Settings) -> list[Check]:
     """temperature 0 repeatability, prompt_tokens stability, and stream == non-stream: one set of
     greedy requests answers all three."""
     body = chat(SHORT, max_tokens=s.max_tokens, temperature=0)
-    replies = await gather(w, [body] * s.repeats, s.concurrency)
+    replies = await post_all(w, [body] * s.repeats, s.concurrency)
     if bad := first_failure(replies):
         return [rejected("temperature=0 repeatable", bad)]
     streamed = await w.post({**body, "stream": True})
@@ -263,7 +263,7 @@ SWITCHES: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
         {"chat_template_kwargs": {"enable_thinking": False}},
     ),
     ("reasoning.enabled=false", {"reasoning": {"enabled": True}}, {"reasoning": {"enabled": False}}),
-)  # fmt: skip
+)
 
 
 async def reasoning(w: Wire, s: Settings) -> list[Check]:
@@ -272,7 +272,7 @@ async def reasoning(w: Wire, s: Settings) -> list[Check]:
         bodies = [
             chat(REASON, max_tokens=s.max_tokens, **fields) for fields in (on, off) for _ in range(s.repeats)
         ]
-        replies = await gather(w, bodies, s.concurrency)
+        replies = await post_all(w, bodies, s.concurrency)
         out.append(judge_switch(name, replies[: s.repeats], replies[s.repeats :]))
     return out
 
@@ -305,6 +305,14 @@ def judge_switch(name: str, on: Sequence[Reply], off: Sequence[Reply]) -> Check:
 
 
 CHECKS: tuple[Callable[[Wire, Settings], Awaitable[list[Check]]], ...] = (
-    canary, reasoning, max_tokens, stop, seed, greedy_family, n_choices, logprobs, stream_usage,
+    canary,
+    reasoning,
+    max_tokens,
+    stop,
+    seed,
+    greedy_family,
+    n_choices,
+    logprobs,
+    stream_usage,
     invalid_values,
-)  # fmt: skip
+)

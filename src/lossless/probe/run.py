@@ -33,7 +33,7 @@ class ProbeResult:
         }
 
 
-async def probe(endpoint: Endpoint, settings: Settings, api: str = "chat") -> ProbeResult:
+async def probe_endpoint(endpoint: Endpoint, settings: Settings, api: str = "chat") -> ProbeResult:
     checks: list[Check] = []
     async with Wire(endpoint, api=api) as w:
         # one after another: a check's latencies must not share the server with another's
@@ -61,4 +61,4 @@ def run(options: ProbeOptions) -> ProbeResult:
     given.checked(named, options.api)
     settings = Settings(repeats=options.repeats, max_tokens=options.max_tokens)
     with embedded.endpoints(named, options.embedded) as found:
-        return asyncio.run(probe(found[0], settings, options.api))
+        return asyncio.run(probe_endpoint(found[0], settings, options.api))

@@ -18,17 +18,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lossless.client.wire import Reply, Wire, chat, gather
+from lossless.client.wire import Reply, Wire, chat, post_all
 from lossless.probe.checks import Check, Settings, rejected
 
 ASK = "What is the weather in Paris right now? Use a tool."
 _CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
-                                      "parameters": _CITY}},
-    {"type": "function", "function": {"name": "get_time", "description": "The local time in a city.",
-                                      "parameters": _CITY}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "The weather in a city.", "parameters": _CITY},
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_time", "description": "The local time in a city.", "parameters": _CITY},
+    },
+]
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
@@ -64,18 +68,23 @@ def _cut(reply: Reply) -> bool:
 
 async def _with_room(w: Wire, bodies: list[dict[str, Any]], s: Settings) -> list[Reply]:
     """The replies to ``bodies``; one cut at max_tokens is asked again with ``ROOM`` times the tokens."""
-    replies = await gather(w, bodies, s.concurrency)
+    replies = await post_all(w, bodies, s.concurrency)
     again = [i for i, r in enumerate(replies) if _cut(r)]
     roomier = [{**bodies[i], "max_tokens": bodies[i]["max_tokens"] * ROOM} for i in again]
-    for i, reply in zip(again, await gather(w, roomier, s.concurrency), strict=True):
+    for i, reply in zip(again, await post_all(w, roomier, s.concurrency), strict=True):
         replies[i] = reply
     return replies
 
 
 def _inconclusive(name: str, reply: Reply, ev: dict[str, Any]) -> Check:
     tokens = reply.usage_int("completion_tokens")
-    return Check(name, "inconclusive", ev, f"the answer was cut at max_tokens ({tokens} tokens), even with "
-                 f"{ROOM}x the room: no evidence either way (give --max-tokens more)")  # fmt: skip
+    return Check(
+        name,
+        "inconclusive",
+        ev,
+        f"the answer was cut at max_tokens ({tokens} tokens), even with "
+        f"{ROOM}x the room: no evidence either way (give --max-tokens more)",
+    )
 
 
 def _call_check(name: str, reply: Reply, want: str | None) -> Check:

@@ -34,8 +34,10 @@ TokenCounter = Callable[[str], int]
 def load_token_encoder(spec: str) -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
     """(encode, decode) of the tokenizer ``spec`` names (as ``load_token_counter``), no special tokens."""
     tokenizer = _load(spec)
-    return (lambda text: list(tokenizer.encode(text, add_special=False)),
-            lambda ids: str(tokenizer.decode(ids, skip_special=True)))  # fmt: skip
+    return (
+        lambda text: list(tokenizer.encode(text, add_special=False)),
+        lambda ids: str(tokenizer.decode(ids, skip_special=True)),
+    )
 
 
 @functools.cache

@@ -22,8 +22,12 @@ from lossless.client.endpoints import Endpoint
 def drafter_name(spec: str) -> str:
     """A ``--speculative`` spec in words, for people."""
     kind, _, path = spec.partition(":")
-    names = {"dspark": "the DSpark draft head, prompt lookup beside it", "ngram": "n-gram prompt lookup",
-             "draft": f"draft model {path}", "none": "no drafter"}  # fmt: skip
+    names = {
+        "dspark": "the DSpark draft head, prompt lookup beside it",
+        "ngram": "n-gram prompt lookup",
+        "draft": f"draft model {path}",
+        "none": "no drafter",
+    }
     return names.get(kind, spec)
 
 

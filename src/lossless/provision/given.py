@@ -9,17 +9,17 @@ from collections.abc import Sequence
 
 from lossless.client import endpoints as ep
 from lossless.client.endpoints import Endpoint
-from lossless.client.preflight import Answered, check, only_model
+from lossless.client.preflight import Answered, check_endpoint, only_model
 from lossless.console import stderr_console
 
 
 def from_urls(urls: Sequence[str], model: str | None, api_key_env: str | None) -> tuple[Endpoint, ...]:
-    """``endpoints.from_urls``; without ``model``, the one model the first URL serves, said on stderr."""
+    """``endpoints.parse_urls``; without ``model``, the one model the first URL serves, said on stderr."""
     if model is None and urls:
-        base = ep.from_urls(urls[:1], "-", api_key_env)[0].base_url  # the URL checked first
+        base = ep.parse_urls(urls[:1], "-", api_key_env)[0].base_url  # the URL checked first
         model = only_model(base, api_key_env)
         stderr_console().print(f"model: {model} (the only one {ep.public_url(base)}/models lists)")
-    return ep.from_urls(urls, model, api_key_env)
+    return ep.parse_urls(urls, model, api_key_env)
 
 
 def checked(
@@ -30,6 +30,6 @@ def checked(
         ep.api_key(endpoint)
 
     async def ask() -> list[Answered]:
-        return [await check(e, api, stream, timeout) for e in endpoints]
+        return [await check_endpoint(e, api, stream, timeout) for e in endpoints]
 
     return {e.name: answered for e, answered in zip(endpoints, asyncio.run(ask()), strict=True)}

@@ -25,7 +25,7 @@ from pathlib import Path
 from lossless.engine.compile_cache import CompileCache, compile_aside, compile_cache
 from lossless.engine.engine import Engine
 from lossless.models import home
-from lossless.server.app import fingerprint
+from lossless.server.http.app import system_fingerprint
 from lossless.server.options import ServeOptions
 
 
@@ -75,7 +75,7 @@ class BackgroundCompile:
             compile_aside(self.engine)
             self.say(
                 f"lossless: compiled forward passes in use, {time.perf_counter() - start:.0f} s after "
-                f"start (system_fingerprint {fingerprint(self.engine)})"
+                f"start (system_fingerprint {system_fingerprint(self.engine)})"
             )
         except Exception as exc:  # whatever failed, the eager path goes on serving
             self.say(f"lossless: background compile failed ({type(exc).__name__}: {exc}); serving eagerly")

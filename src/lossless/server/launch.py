@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lossless.errors import EndpointError
-from lossless.server.limits import DEFAULT_LIMITS, Limits
+from lossless.server.http.limits import DEFAULT_LIMITS, RequestLimits
 from lossless.server.main import (
     LoadedModel,
     bind,
@@ -30,7 +30,11 @@ START_TIMEOUT_S = 60.0
 
 @contextmanager
 def start_embedded(
-    config: ServeOptions, *, loaded: LoadedModel | None = None, port: int = 0, limits: Limits = DEFAULT_LIMITS
+    config: ServeOptions,
+    *,
+    loaded: LoadedModel | None = None,
+    port: int = 0,
+    limits: RequestLimits = DEFAULT_LIMITS,
 ) -> Iterator[str]:
     """Yield the base URL (``http://127.0.0.1:PORT/v1``) once ``/health`` answers.
 

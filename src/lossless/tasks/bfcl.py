@@ -38,9 +38,19 @@ from lossless.tasks.tools import Tool
 REQUIREMENT = "bfcl-eval==2026.3.23"
 SHA256 = "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a"
 CATEGORIES = {"bfcl-simple": "simple_python", "bfcl-multiple": "multiple", "bfcl-irrelevance": "irrelevance"}
-TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string", "list": "array",
-         "bool": "boolean", "byte": "integer", "short": "integer", "long": "integer", "double": "number",
-         "char": "string"}  # fmt: skip
+TYPES = {
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "any": "string",
+    "list": "array",
+    "bool": "boolean",
+    "byte": "integer",
+    "short": "integer",
+    "long": "integer",
+    "double": "number",
+    "char": "string",
+}
 MAX_LITERALS = 64  # literal objects one expected object argument may expand into
 LIMITS = Limits(max_steps=1, max_tokens=256, max_seconds=120.0)  # one answer: the calls, or none
 
@@ -49,7 +59,7 @@ def wheel_path() -> Path:
     return models.home() / "tasks" / f"{REQUIREMENT.replace('==', '-')}.whl"
 
 
-def pull(*, quiet: bool = True) -> Path:
+def pull_wheel(*, quiet: bool = True) -> Path:
     """The bfcl-eval wheel in the cache, fetched first if it is not there."""
     target = wheel_path()
     if target.is_file():
@@ -69,15 +79,19 @@ def pull(*, quiet: bool = True) -> Path:
     return target
 
 
-def load(name: str) -> tuple[Task, ...]:
+def load_category(name: str) -> tuple[Task, ...]:
     """One of CATEGORIES' sets, as tasks with a tool_calls checker."""
     category = CATEGORIES[name]
-    with zipfile.ZipFile(pull()) as wheel:
+    with zipfile.ZipFile(pull_wheel()) as wheel:
         questions = _lines(wheel, f"bfcl_eval/data/BFCL_v4_{category}.json")
-        answers = {} if category == "irrelevance" else {
-            a["id"]: a["ground_truth"]
-            for a in _lines(wheel, f"bfcl_eval/data/possible_answer/BFCL_v4_{category}.json")
-        }  # fmt: skip
+        answers = (
+            {}
+            if category == "irrelevance"
+            else {
+                a["id"]: a["ground_truth"]
+                for a in _lines(wheel, f"bfcl_eval/data/possible_answer/BFCL_v4_{category}.json")
+            }
+        )
     return tuple(task(q, answers.get(q["id"], [])) for q in questions)
 
 

@@ -48,8 +48,10 @@ class TasksOptions:
         if not 1 <= self.samples <= 1000 or not 1 <= self.concurrency <= MAX_CONCURRENCY:
             raise UsageError("--samples wants 1 to 1,000 and --concurrency 1 to 100,000")
         if self.api == "completions":
-            raise UsageError("--api completions has no messages or tools to run tasks with: use chat, "
-                             "responses or messages")  # fmt: skip
+            raise UsageError(
+                "--api completions has no messages or tools to run tasks with: use chat, "
+                "responses or messages"
+            )
         if not 0 < self.margin < 1:
             raise UsageError(f"--margin wants a share between 0 and 1, got {self.margin:g}")
 

@@ -14,15 +14,16 @@ from dataclasses import replace
 from lossless.client import endpoints as ep
 from lossless.client.apis import session as api_session
 from lossless.client.endpoints import Endpoint
-from lossless.client.preflight import check
+from lossless.client.preflight import check_endpoint
 from lossless.console import progress_bar
 from lossless.provision import embedded, given
 from lossless.provision.counting import find_counter
 from lossless.tasks.options import TasksOptions
 from lossless.tasks.result import TaskRun, TasksResult
-from lossless.tasks.runner import Counter, RunnerConfig, prices_of, run_task
+from lossless.tasks.runner import RunnerConfig, run_task
 from lossless.tasks.sets import load_set
-from lossless.tasks.tally import compare, summarize
+from lossless.tasks.spent import Counter, prices_of
+from lossless.tasks.tally import compare_tasks, tally_endpoint
 from lossless.tasks.task import Task
 
 
@@ -62,7 +63,7 @@ async def preflight(endpoint: Endpoint, stream: bool = True, api: str = "chat") 
     wrong URL, model or key stops the run in one line instead of every task ending in the same error
     (``client.preflight``; a 429 or 5xx is left to the tasks' retries). Returns whether an answer came
     without usage (llama.cpp streams none): then its tokenizer is wanted."""
-    answered = await check(endpoint, api, stream)
+    answered = await check_endpoint(endpoint, api, stream)
     return answered.ok and not answered.usage
 
 
@@ -80,36 +81,54 @@ async def run_all(
         with progress_bar(f"tasks on {endpoint.name}", len(tasks) * options.samples) as advance:
             per.append(
                 await run_endpoint(
-                    endpoint, tasks, config, samples=options.samples, concurrency=options.concurrency,
-                    price_tool=options.price_tool, counter=counters[endpoint.name], on_done=advance,
+                    endpoint,
+                    tasks,
+                    config,
+                    samples=options.samples,
+                    concurrency=options.concurrency,
+                    price_tool=options.price_tool,
+                    counter=counters[endpoint.name],
+                    on_done=advance,
                 )
-            )  # fmt: skip
+            )
     summaries = tuple(
-        summarize(e, runs, options.samples, options.seed) for e, runs in zip(endpoints, per, strict=True)
+        tally_endpoint(e, runs, options.samples, options.seed) for e, runs in zip(endpoints, per, strict=True)
     )
     comparisons = tuple(
-        compare(summaries[0], summaries[i], (per[0], per[i]), options.margin, options.seed)
+        compare_tasks(summaries[0], summaries[i], (per[0], per[i]), options.margin, options.seed)
         for i in range(1, len(summaries))
     )
     settings = {
-        "tasks": len(tasks), "samples": options.samples, "repairs": options.repairs, "api": options.api,
-        "concurrency": options.concurrency, "retries": options.retries, "stream": options.stream,
-        "max_tokens": options.max_tokens, "temperature": options.temperature, "margin": options.margin,
+        "tasks": len(tasks),
+        "samples": options.samples,
+        "repairs": options.repairs,
+        "api": options.api,
+        "concurrency": options.concurrency,
+        "retries": options.retries,
+        "stream": options.stream,
+        "max_tokens": options.max_tokens,
+        "temperature": options.temperature,
+        "margin": options.margin,
         "tool_choice": options.tool_choice,
         "price_tool": options.price_tool,
-    }  # fmt: skip
+    }
     runs = tuple(r for rs in per for r in rs)
     return TasksResult(options.task_set, settings, summaries, comparisons, runs)
 
 
 def runner_config(options: TasksOptions) -> RunnerConfig:
     return RunnerConfig(
-        api=options.api, stream=options.stream, max_tokens=options.max_tokens,
+        api=options.api,
+        stream=options.stream,
+        max_tokens=options.max_tokens,
         temperature=options.temperature,
         tool_choice=options.tool_choice,
-        retries=options.retries, retry_wait=options.retry_wait, repairs=options.repairs,
-        call_timeout=options.timeout, seed=options.seed,
-    )  # fmt: skip
+        retries=options.retries,
+        retry_wait=options.retry_wait,
+        repairs=options.repairs,
+        call_timeout=options.timeout,
+        seed=options.seed,
+    )
 
 
 def named(options: TasksOptions) -> tuple[Endpoint, ...]:

@@ -98,7 +98,7 @@ SETS: dict[str, Callable[[], tuple[Task, ...]]] = {
     "humaneval": humaneval,
     "arithmetic": arithmetic,
     "tools": tools_demo,
-    **{name: functools.partial(bfcl.load, name) for name in bfcl.CATEGORIES},
+    **{name: functools.partial(bfcl.load_category, name) for name in bfcl.CATEGORIES},
 }
 
 

@@ -68,7 +68,7 @@ def _boot(
     return (float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5)))
 
 
-def summarize(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: int = 0) -> EndpointTasks:
+def tally_endpoint(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: int = 0) -> EndpointTasks:
     tasks = _by_task(runs)
     ok = [r for r in runs if r.success]
     names = list(tasks)
@@ -87,8 +87,13 @@ def summarize(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: i
     speeds = [c.speed for r in runs for c in r.calls if c.speed is not None]
     parts = ("task", "model", "ttft", "generation", "tool", "retry", "check")
     return EndpointTasks(
-        name=endpoint.name, base_url=public_url(endpoint.base_url), model=endpoint.model,
-        tasks=len(tasks), samples=samples, runs=len(runs), successes=len(ok),
+        name=endpoint.name,
+        base_url=public_url(endpoint.base_url),
+        model=endpoint.model,
+        tasks=len(tasks),
+        samples=samples,
+        runs=len(runs),
+        successes=len(ok),
         success_rate=Interval(len(ok) / len(runs) if runs else None, wilson(len(ok), len(runs))),
         pass_at=_pass_at(tasks, samples),
         time_per_success=describe([r.task_s for r in ok], seed=seed),
@@ -102,12 +107,14 @@ def summarize(endpoint: Endpoint, runs: Sequence[TaskRun], samples: int, seed: i
         total_cost_usd=float(cost.sum()) if priced else None,
         mean_parts_s={p: float(np.mean([getattr(r, f"{p}_s") for r in runs] or [0.0])) for p in parts},
         mean_steps=float(np.mean([r.steps for r in runs])) if runs else 0.0,
-        attempts=sum(len(r.calls) for r in runs), retries=sum(r.retries for r in runs), tool_calls=n_calls,
+        attempts=sum(len(r.calls) for r in runs),
+        retries=sum(r.retries for r in runs),
+        tool_calls=n_calls,
         invalid_arguments=Interval(_safe(n_bad, n_calls), wilson(n_bad, n_calls) if n_calls else None),
         schema_invalid=Interval(_safe(n_schema, n_calls), wilson(n_schema, n_calls) if n_calls else None),
         output_speed=float(np.median(speeds)) if speeds else None,
         ends={e: n for e in ENDS if (n := Counter(r.end for r in runs)[e])},
-    )  # fmt: skip
+    )
 
 
 def _pass_at(tasks: dict[str, list[TaskRun]], samples: int) -> dict[int, float]:
@@ -120,7 +127,7 @@ def _pass_at(tasks: dict[str, list[TaskRun]], samples: int) -> dict[int, float]:
     }
 
 
-def compare(
+def compare_tasks(
     baseline: EndpointTasks,
     candidate: EndpointTasks,
     runs: tuple[Sequence[TaskRun], Sequence[TaskRun]],
@@ -151,12 +158,22 @@ def compare(
         else None
     )
     return TasksComparison(
-        baseline=baseline.name, candidate=candidate.name, pairs=len(keys), both=paired.both,
-        only_baseline=paired.only_x, only_candidate=paired.only_y, difference=paired.difference,
-        ci90=paired.ci90, p_mcnemar=paired.p_mcnemar, margin=margin, verdict=verdict,
-        task_time_ratio=time_ratio, cost_ratio=cost_ratio, output_speed_ratio=speed,
+        baseline=baseline.name,
+        candidate=candidate.name,
+        pairs=len(keys),
+        both=paired.both,
+        only_baseline=paired.only_x,
+        only_candidate=paired.only_y,
+        difference=paired.difference,
+        ci90=paired.ci90,
+        p_mcnemar=paired.p_mcnemar,
+        margin=margin,
+        verdict=verdict,
+        task_time_ratio=time_ratio,
+        cost_ratio=cost_ratio,
+        output_speed_ratio=speed,
         line=_line(speed, time_ratio.value),
-    )  # fmt: skip
+    )
 
 
 def _safe(num: float, den: float) -> float | None:

@@ -131,8 +131,10 @@ def best_split(values: Sequence[float]) -> int:
     """The split (MIN_SIDE values or more each side) whose two medians leave the least absolute
     deviation: where a step is."""
     x = np.asarray(values, dtype=float)
-    costs = {t: float(np.abs(x[:t] - np.median(x[:t])).sum() + np.abs(x[t:] - np.median(x[t:])).sum())
-             for t in range(MIN_SIDE, len(x) - MIN_SIDE + 1)}  # fmt: skip
+    costs = {
+        t: float(np.abs(x[:t] - np.median(x[:t])).sum() + np.abs(x[t:] - np.median(x[t:])).sum())
+        for t in range(MIN_SIDE, len(x) - MIN_SIDE + 1)
+    }
     return min(costs, key=lambda t: costs[t])  # the first of equal ones
 
 

@@ -103,8 +103,9 @@ def _one(options: BenchOptions, path: Path, db: sqlite3.Connection, index: int) 
         folder = partial.with_name(run_id)
         partial.rename(folder)  # the files are whole and in place before the run is in the database
         config = summary.run.config if summary.run is not None else None
-        run = store.Run(0, run_id, started, time.time(), folder, config, None, __version__,
-                        store.results_of(summary))  # fmt: skip
+        run = store.Run(
+            0, run_id, started, time.time(), folder, config, None, __version__, store.results_of(summary)
+        )
         stored = _store(db, run, path)
     return Outcome(index, run_id, stored, folder, summary, _trends(db, path), stop=bool(held))
 

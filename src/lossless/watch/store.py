@@ -81,7 +81,7 @@ _TABLES = (
 
 
 @dataclass(frozen=True)
-class Result:
+class StoredResult:
     endpoint: str
     load: str
     workload: str
@@ -102,7 +102,7 @@ class Run:
     config: Mapping[str, Any] | None
     error: str | None
     lossless_version: str
-    results: tuple[Result, ...] = ()
+    results: tuple[StoredResult, ...] = ()
 
 
 def open_db(path: Path, create: bool) -> sqlite3.Connection:
@@ -164,9 +164,21 @@ def add_run(db: sqlite3.Connection, run: Run, base: Path) -> int:
         db.executemany(
             f"INSERT INTO results (run, endpoint, load, workload, ok, failed, cancelled, {columns}, summary) "
             f"VALUES ({', '.join('?' * (8 + len(KEYS)))})",
-            [(number, r.endpoint, r.load, r.workload, r.ok, r.failed, r.cancelled,
-              *(r.values.get(k.column) for k in KEYS), r.summary) for r in run.results],
-        )  # fmt: skip
+            [
+                (
+                    number,
+                    r.endpoint,
+                    r.load,
+                    r.workload,
+                    r.ok,
+                    r.failed,
+                    r.cancelled,
+                    *(r.values.get(k.column) for k in KEYS),
+                    r.summary,
+                )
+                for r in run.results
+            ],
+        )
     assert number is not None
     return number
 
@@ -174,36 +186,53 @@ def add_run(db: sqlite3.Connection, run: Run, base: Path) -> int:
 def read(db: sqlite3.Connection, base: Path, summaries: bool = False) -> tuple[Run, ...]:
     """Every run, oldest first (by start time; two watches' runs interleave), with its results."""
     columns = ", ".join(k.column for k in KEYS)
-    found: dict[int, list[Result]] = {}
+    found: dict[int, list[StoredResult]] = {}
     query = f"SELECT run, endpoint, load, workload, ok, failed, cancelled, {columns}, "
     query += "summary FROM results" if summaries else "'' FROM results"
     for row in db.execute(query + " ORDER BY run, rowid"):
         values = dict(zip((k.column for k in KEYS), row[7:-1], strict=True))
         found.setdefault(row[0], []).append(
-            Result(row[1], row[2], row[3], row[4], row[5], row[6], values, row[-1])
+            StoredResult(row[1], row[2], row[3], row[4], row[5], row[6], values, row[-1])
         )
     runs = []
     query = "SELECT id, run_id, started_s, finished_s, folder, config, error, lossless_version FROM runs"
     for number, run_id, started, finished, folder, config, error, version in db.execute(
         query + " ORDER BY started_s, id"
     ):
-        runs.append(Run(number, run_id, started, finished, None if folder is None else base / folder,
-                        None if config is None else json.loads(config), error, version,
-                        tuple(found.get(number, ()))))  # fmt: skip
+        runs.append(
+            Run(
+                number,
+                run_id,
+                started,
+                finished,
+                None if folder is None else base / folder,
+                None if config is None else json.loads(config),
+                error,
+                version,
+                tuple(found.get(number, ())),
+            )
+        )
     return tuple(runs)
 
 
 # --- a bench summary -> results rows ---------------------------------------------------------------
 
 
-def results_of(summary: Summary) -> tuple[Result, ...]:
+def results_of(summary: Summary) -> tuple[StoredResult, ...]:
     config = summary.run.config if summary.run is not None else {}
     return tuple(
-        Result(e.name, e.load, workload(config, e.name), e.overall.requests.ok, e.overall.requests.failed,
-               e.overall.requests.cancelled, {k.column: value(e, k) for k in KEYS},
-               json.dumps(finite(e.as_dict()), allow_nan=False, default=str))
+        StoredResult(
+            e.name,
+            e.load,
+            workload(config, e.name),
+            e.overall.requests.ok,
+            e.overall.requests.failed,
+            e.overall.requests.cancelled,
+            {k.column: value(e, k) for k in KEYS},
+            json.dumps(finite(e.as_dict()), allow_nan=False, default=str),
+        )
         for e in summary.endpoints
-    )  # fmt: skip
+    )
 
 
 def value(e: EndpointStats, key: Key) -> float | None:
@@ -217,8 +246,11 @@ def value(e: EndpointStats, key: Key) -> float | None:
 def workload(config: Mapping[str, Any], endpoint: str) -> str:
     """What was asked of ``endpoint``, hashed: the run's settings and the endpoint's model, body and
     header names, not its URL (the embedded server's port changes from run to run), price or key."""
-    mine = [{k: e.get(k) for k in ("model", "body", "headers")}
-            for e in config.get("endpoints", ()) if e.get("name") == endpoint]  # fmt: skip
+    mine = [
+        {k: e.get(k) for k in ("model", "body", "headers")}
+        for e in config.get("endpoints", ())
+        if e.get("name") == endpoint
+    ]
     asked = {k: v for k, v in config.items() if k != "endpoints"}
     return hashlib.sha256(json.dumps([mine, asked], sort_keys=True, default=str).encode()).hexdigest()[:8]
 

@@ -68,18 +68,39 @@ class Trends:
 
     def as_dict(self) -> dict[str, Any]:
         runs = [
-            {"number": r.number, "run_id": r.run_id, "started_s": r.started_s, "finished_s": r.finished_s,
-             "folder": None if r.folder is None else str(r.folder), "error": r.error,
-             "results": [{"endpoint": x.endpoint, "load": x.load, "workload": x.workload, "ok": x.ok,
-                          "failed": x.failed, "cancelled": x.cancelled, **x.values} for x in r.results]}
+            {
+                "number": r.number,
+                "run_id": r.run_id,
+                "started_s": r.started_s,
+                "finished_s": r.finished_s,
+                "folder": None if r.folder is None else str(r.folder),
+                "error": r.error,
+                "results": [
+                    {
+                        "endpoint": x.endpoint,
+                        "load": x.load,
+                        "workload": x.workload,
+                        "ok": x.ok,
+                        "failed": x.failed,
+                        "cancelled": x.cancelled,
+                        **x.values,
+                    }
+                    for x in r.results
+                ],
+            }
             for r in self.runs
-        ]  # fmt: skip
+        ]
         series = [
-            {"label": s.label, "endpoint": s.endpoint, "load": s.load, "workload": s.workload,
-             "flags": [{**asdict(f), "worse": f.worse} for f in s.flags],
-             "change_points": [{**asdict(c), "worse": c.worse} for c in s.shifts]}
+            {
+                "label": s.label,
+                "endpoint": s.endpoint,
+                "load": s.load,
+                "workload": s.workload,
+                "flags": [{**asdict(f), "worse": f.worse} for f in s.flags],
+                "change_points": [{**asdict(c), "worse": c.worse} for c in s.shifts],
+            }
             for s in self.series
-        ]  # fmt: skip
+        ]
         return {"runs": runs, "series": series, "rules": list(self.rules)}
 
 

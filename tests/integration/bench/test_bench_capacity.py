@@ -19,8 +19,10 @@ CAPACITY = 20.0  # requests/s: one slot, 50 ms a request
 def _bench(server: ScriptedServer, out: Path, *args: str) -> dict:
     done = subprocess.run(
         [sys.executable, "-m", "lossless.cli", "bench", server.url, "--model", "m", "--out", str(out), *args],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return dict(json.loads((out / "summary.json").read_text()))
 
@@ -31,8 +33,18 @@ def test_attainment_per_objective_and_a_rate_list(server: ScriptedServer, tmp_pa
     )
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "slow"}\n' + '{"prompt": "fast"}\n' * 3)
-    summary = _bench(server, tmp_path, "--suite", f"file:{prompts}", "--rate", "5,10", "--requests", "8",
-                     "--slo", "ttft=100,e2e=150")  # fmt: skip
+    summary = _bench(
+        server,
+        tmp_path,
+        "--suite",
+        f"file:{prompts}",
+        "--rate",
+        "5,10",
+        "--requests",
+        "8",
+        "--slo",
+        "ttft=100,e2e=150",
+    )
     assert [e["load"] for e in summary["endpoints"]] == ["rate=5", "rate=10"]
     records = list(read_jsonl(tmp_path / "records.jsonl"))
     for entry in summary["endpoints"]:

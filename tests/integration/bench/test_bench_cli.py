@@ -175,8 +175,10 @@ def test_lengths_suite_is_broken_down_by_class(server: ScriptedServer, tmp_path:
     assert said == ["bench: requests: 6 to go", said[1]] and "done in" in said[1], result.stderr
     (entry,) = json.loads((out / "summary.json").read_text())["endpoints"]
     assert {c: v["requests"]["ok"] for c, v in entry["classes"].items()} == {
-        "len-100": 2, "len-10k": 2, "len-1k": 2
-    }  # fmt: skip
+        "len-100": 2,
+        "len-10k": 2,
+        "len-1k": 2,
+    }
     assert set(entry["classes"]["len-1k"]["ttft_ms"]) >= {"p50", "p90", "p99", "p99_ci95"}
     rows = (out / "summary.csv").read_text().splitlines()
     assert [r.split(",")[2] for r in rows[1:]] == ["all", "len-100", "len-1k", "len-10k"]

@@ -79,14 +79,18 @@ def test_a_failed_turn_ends_its_session(server: ScriptedServer, tmp_path: Path) 
 def test_sharegpt_conversations_and_single_turns(server: ScriptedServer, tmp_path: Path) -> None:
     server.script({"steps": STEPS})
     data = [
-        {"id": "a", "conversations": [
-            {"from": "system", "value": "Be brief."},
-            {"from": "human", "value": "What is a tide?"},
-            {"from": "gpt", "value": "one two three four five"},
-            {"from": "human", "value": "And a neap tide?"}, {"from": "gpt", "value": "six seven"},
-        ]},
+        {
+            "id": "a",
+            "conversations": [
+                {"from": "system", "value": "Be brief."},
+                {"from": "human", "value": "What is a tide?"},
+                {"from": "gpt", "value": "one two three four five"},
+                {"from": "human", "value": "And a neap tide?"},
+                {"from": "gpt", "value": "six seven"},
+            ],
+        },
         {"id": "b", "conversations": [{"from": "human", "value": "Hello?"}, {"from": "gpt", "value": "Hi"}]},
-    ]  # fmt: skip
+    ]
     path = tmp_path / "sharegpt.json"
     path.write_text(json.dumps(data))
     done = _bench(server, tmp_path / "multi", "--suite", f"conversations:{path}", "--requests", "2")

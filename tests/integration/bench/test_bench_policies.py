@@ -25,8 +25,9 @@ REQUESTS = "300"
 
 
 def _lossless(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "lossless.cli", *args], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "lossless.cli", *args], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -127,8 +128,12 @@ def test_failover_runs_as_advise_predicts(server: ScriptedServer, tmp_path: Path
     ],
 )
 def test_bad_policies_are_one_line_errors(args: tuple[str, ...], said: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "lossless.cli", "bench", "http://127.0.0.1:9/v1", "--model",
-                           "m", *args], capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "lossless.cli", "bench", "http://127.0.0.1:9/v1", "--model", "m", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 

@@ -19,16 +19,20 @@ PRICE = {"input": 2.0, "output": 8.0, "cached_input": 0.5}  # USD per million to
 
 def test_cache_hits_ttft_split_and_cost_are_exact(server: ScriptedServer, tmp_path: Path) -> None:
     steps = [[0.0, "content", 1]] * 3
-    scripts = {f"/{name}": {"prefix_cache": {"hit_s": 0.01, "miss_s": 0.2, "shape": shape}, "steps": steps}
-               for name, shape in (("oa", "openai"), ("ds", "deepseek"))}  # fmt: skip
+    scripts = {
+        f"/{name}": {"prefix_cache": {"hit_s": 0.01, "miss_s": 0.2, "shape": shape}, "steps": steps}
+        for name, shape in (("oa", "openai"), ("ds", "deepseek"))
+    }
     server.script(**scripts)
     price = ", ".join(f"{k} = {v}" for k, v in PRICE.items())
     endpoints = tmp_path / "endpoints.toml"
-    endpoints.write_text("".join(
-        f'[[endpoint]]\nname = "{name}"\nbase_url = "{server.root}/{name}/v1"\nmodel = "m"\n'
-        f"price = {{ {price} }}\n"
-        for name in ("oa", "ds")
-    ))  # fmt: skip
+    endpoints.write_text(
+        "".join(
+            f'[[endpoint]]\nname = "{name}"\nbase_url = "{server.root}/{name}/v1"\nmodel = "m"\n'
+            f"price = {{ {price} }}\n"
+            for name in ("oa", "ds")
+        )
+    )
     args = (
         "--endpoints",
         str(endpoints),

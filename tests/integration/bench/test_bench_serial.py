@@ -28,8 +28,17 @@ def test_serial_runs_one_request_at_a_time_and_alternates_who_goes_first() -> No
         )
         records = asyncio.run(run_bench(cfg)).records
     assert [(r.endpoint, r.request_index) for r in records] == [
-        ("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2), ("b", 3), ("a", 3), ("a", 4), ("b", 4)
-    ]  # fmt: skip
+        ("a", 0),
+        ("b", 0),
+        ("b", 1),
+        ("a", 1),
+        ("a", 2),
+        ("b", 2),
+        ("b", 3),
+        ("a", 3),
+        ("a", 4),
+        ("b", 4),
+    ]
     for before, after in itertools.pairwise(records):
         assert before.end_ns is not None and before.end_ns <= after.sent_ns  # never two in flight
     assert [r.prompt_class for r in records if r.endpoint == "a"] == ["short", "grounded"] * 2 + ["short"]

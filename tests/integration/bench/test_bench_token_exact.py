@@ -30,8 +30,12 @@ def test_the_embedded_server_counts_what_was_asked(tmp_path: Path, api: str) -> 
         "--api",
         api,
     )
-    done = subprocess.run([sys.executable, "-m", "lossless.cli", "bench", *args, "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "lossless.cli", "bench", *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     records = list(read_jsonl(tmp_path / "records.jsonl"))
     assert len({r.asked_in for r in records}) > 1  # drawn, not fixed
@@ -44,8 +48,12 @@ def test_the_embedded_server_counts_what_was_asked(tmp_path: Path, api: str) -> 
         )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["endpoints"][0]["lengths"] == {
-        "requests": 6, "input_exact": 6, "input_off_most": 0, "output_asked": 6, "output_exact": 6
-    }  # fmt: skip
+        "requests": 6,
+        "input_exact": 6,
+        "input_off_most": 0,
+        "output_asked": 6,
+        "output_exact": 6,
+    }
     assert summary["config"]["synthetic"]["ignore_eos"] is True
 
 

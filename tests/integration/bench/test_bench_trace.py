@@ -40,8 +40,19 @@ def test_replay_keeps_the_trace_times_lengths_and_prefixes(tmp_path: Path, smoll
     with ScriptedServer() as server:
         server.script({"steps": [[0.0, "content", 1]]})
         out = tmp_path / "run"
-        done = _bench(server.url, "--model", "m", "--suite", f"trace:{_trace(tmp_path)}", "--replay-speed",
-                      "1,2", "--tokenizer", str(smollm2_path), "--out", str(out))  # fmt: skip
+        done = _bench(
+            server.url,
+            "--model",
+            "m",
+            "--suite",
+            f"trace:{_trace(tmp_path)}",
+            "--replay-speed",
+            "1,2",
+            "--tokenizer",
+            str(smollm2_path),
+            "--out",
+            str(out),
+        )
         log = server.sent()
     assert done.returncode == 0, done.stderr
     records = list(read_jsonl(out / "records.jsonl"))

@@ -36,8 +36,10 @@ def _lossless(*args: str) -> list[str]:
 def _bench(server: ScriptedServer, out: Path, *args: str) -> list[RequestRecord]:
     done = subprocess.run(
         _lossless("bench", server.url, "--model", "m", "--out", str(out), *args),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return list(read_jsonl(out / "records.jsonl"))
 
@@ -87,8 +89,9 @@ def test_several_endpoints_on_workers_each_get_every_request(server: ScriptedSer
         "".join(f'[[endpoint]]\nname = "{n}"\nbase_url = "{server.url}"\nmodel = "m"\n' for n in "ab")
     )
     args = ("--endpoints", str(endpoints), "--workers", "2", "--concurrency", "3", "--requests", "6")
-    done = subprocess.run(_lossless("bench", *args, "--out", str(tmp_path)), capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        _lossless("bench", *args, "--out", str(tmp_path)), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     records = list(read_jsonl(tmp_path / "records.jsonl"))
     for name in "ab":
@@ -214,8 +217,10 @@ def test_local_ray_cluster(server: ScriptedServer, tmp_path: Path) -> None:
     args = ("bench", server.url, "--model", "m", "--ray", "--workers", "2", "--concurrency", "3,4")
     done = subprocess.run(
         [sys.executable, "-c", RAY_SCRIPT, *args, "--requests", "12", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["config"]["ray"] == "local"
@@ -233,8 +238,12 @@ def test_runs_made_at_the_same_time_merge_into_one(server: ScriptedServer, tmp_p
     ]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     merged_dir = tmp_path / "merged"
-    done = subprocess.run(_lossless("report", *map(str, runs), "--out", str(merged_dir)), capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        _lossless("report", *map(str, runs), "--out", str(merged_dir)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(merged_dir / "report.html") and (merged_dir / "report.html").exists()
     records = list(read_jsonl(merged_dir / "records.jsonl"))

@@ -113,8 +113,18 @@ def test_6_out_refuses_another_run_unless_overwrite_and_every_command_names_its_
 ) -> None:
     server.script({"steps": [[0.0, "content", 1]] * 2})
     out = tmp_path / "run"
-    first = lossless("bench", server.url, "--model", "m", "--requests", "2", "--out", str(out), "--html",
-                     str(out / "report.html"))  # fmt: skip
+    first = lossless(
+        "bench",
+        server.url,
+        "--model",
+        "m",
+        "--requests",
+        "2",
+        "--out",
+        str(out),
+        "--html",
+        str(out / "report.html"),
+    )
     assert first.exit_code == 0, first.output
     assert (
         f"wrote: {out}/records.jsonl, {out}/summary.json, {out}/summary.csv, {out}/report.html"

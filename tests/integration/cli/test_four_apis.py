@@ -86,8 +86,19 @@ def test_tasks_run_tool_loops_in_each_api(url: str, api: str) -> None:
 def test_verify_and_inspect_in_the_messages_api(url: str) -> None:
     found = run("verify", url, url, "--model", MODEL, "--api", "messages", "--budget", "2x3x8")
     assert found["api"] == "messages" and found["verdict"] in ("equivalent", "inconclusive", "different")
-    card = run("inspect", url, "--model", MODEL, "--api", "responses", "--no-precision", "--max-rounds", "4",
-               "--max-tokens", "16")  # fmt: skip
+    card = run(
+        "inspect",
+        url,
+        "--model",
+        MODEL,
+        "--api",
+        "responses",
+        "--no-precision",
+        "--max-rounds",
+        "4",
+        "--max-tokens",
+        "16",
+    )
     (one,) = card["cards"]
     assert one["api"] == "responses" and one["budget"]["rounds"] == 4 and one["budget"]["output_tokens"] > 0
     # the identity requests' token counts come from the Responses API's usage

@@ -78,8 +78,9 @@ def test_a_head_in_4_bits_drafts_about_as_well_as_in_bfloat16(smollm2_path: Path
         stats = SpecStats(7)
         for prompt in CHAT:
             ids = target.chat_prompt([{"role": "user", "content": prompt}])
-            for _ in speculative_decode(target.model, drafter, ids, GREEDY, max_new_tokens=48, k_max=7,
-                                        stats=stats):  # fmt: skip
+            for _ in speculative_decode(
+                target.model, drafter, ids, GREEDY, max_new_tokens=48, k_max=7, stats=stats
+            ):
                 pass
         rates.append(stats.accepted / stats.steps)  # tokens per target forward, less the one it adds
     assert rates[1] > 0.3 and rates[0] > 0.85 * rates[1], rates
@@ -115,8 +116,12 @@ def test_serve_speculative_dspark_over_http(smollm2_path: Path) -> None:
     from lossless.server.main import load_model
 
     config = ServeOptions(model=str(smollm2_path), speculative="dspark")
-    body = {"messages": [{"role": "user", "content": CHAT[0]}], "max_tokens": 32, "temperature": 1.0,
-            "seed": 1}  # fmt: skip
+    body = {
+        "messages": [{"role": "user", "content": CHAT[0]}],
+        "max_tokens": 32,
+        "temperature": 1.0,
+        "seed": 1,
+    }
     with start_embedded(config, loaded=load_model(config)) as url, httpx.Client(timeout=120) as client:
         reply = client.post(url + "/chat/completions", json=body)
         metrics = client.get(url.removesuffix("/v1") + "/metrics").text
@@ -132,8 +137,18 @@ def test_draft_train_runs_end_to_end(tmp_path: Path, smollm2_path: Path) -> None
     out = tmp_path / "head"
     trial = ["--prompts", "4", "--written", "4", "--max-new", "12", "--steps", "3", "--threads", "1"]
     trial += ["--dtype", "float32"]
-    cmd = [sys.executable, "-m", "lossless.cli", "draft", "train", "--model", str(smollm2_path),
-           "--out", str(out), *trial]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "lossless.cli",
+        "draft",
+        "train",
+        "--model",
+        str(smollm2_path),
+        "--out",
+        str(out),
+        *trial,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     evaluation = json.loads(done.stdout)

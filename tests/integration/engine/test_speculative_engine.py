@@ -24,9 +24,15 @@ GREEDY = SamplingParams(max_tokens=40, temperature=0.0)
 def speculative_text(engine: Engine, drafter: Drafter, prompt: list[int], params: SamplingParams, k: int):  # type: ignore[no-untyped-def]
     stats = SpecStats(k)
     source = speculative_decode(
-        engine.model, drafter, prompt, params, max_new_tokens=params.max_tokens, k_max=k,
-        generator=make_generator(params.seed), stats=stats,
-    )  # fmt: skip
+        engine.model,
+        drafter,
+        prompt,
+        params,
+        max_new_tokens=params.max_tokens,
+        k_max=k,
+        generator=make_generator(params.seed),
+        stats=stats,
+    )
     deltas = list(generate_text(source, engine.tokenizer, params, budget=params.max_tokens))
     return deltas, stats
 

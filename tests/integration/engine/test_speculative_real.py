@@ -50,9 +50,15 @@ def test_ngram_greedy_equals_plain_greedy_on_the_real_model(engine: Engine) -> N
         ids = engine.chat_prompt([{"role": "user", "content": prompt}])
         plain = [t for d in engine.generate(ids, GREEDY) for t in d.token_ids]
         source = speculative_decode(
-            engine.model, NgramDrafter(8), ids, GREEDY, max_new_tokens=48, k_max=8,
-            generator=torch.Generator(), stats=stats,
-        )  # fmt: skip
+            engine.model,
+            NgramDrafter(8),
+            ids,
+            GREEDY,
+            max_new_tokens=48,
+            k_max=8,
+            generator=torch.Generator(),
+            stats=stats,
+        )
         spec = [t for d in generate_text(source, engine.tokenizer, GREEDY, budget=48) for t in d.token_ids]
         same += spec == plain
     assert same >= 18, f"only {same} of 20 prompts gave the plain greedy text"

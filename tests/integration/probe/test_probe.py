@@ -15,7 +15,7 @@ from provider_server import Habits, provider_server
 from lossless.cli import main
 from lossless.client.endpoints import Endpoint
 from lossless.probe.checks import Settings
-from lossless.probe.run import probe
+from lossless.probe.run import probe_endpoint
 from lossless.server.launch import start_embedded
 from lossless.server.main import load_model
 from lossless.server.options import ServeOptions
@@ -24,7 +24,7 @@ FAST = Settings(repeats=4, max_tokens=24)
 
 
 def verdicts(url: str, model: str) -> dict[str, str]:
-    result = asyncio.run(probe(Endpoint("x", url, model), FAST))
+    result = asyncio.run(probe_endpoint(Endpoint("x", url, model), FAST))
     return {c.name: c.verdict for c in result.checks}
 
 
@@ -71,7 +71,7 @@ def test_the_opposite_habits_flip_the_verdicts() -> None:
 
 
 def test_reasoning_evidence_carries_sizes_and_p_values(provider_url: str) -> None:
-    result = asyncio.run(probe(Endpoint("x", provider_url, "m"), FAST))
+    result = asyncio.run(probe_endpoint(Endpoint("x", provider_url, "m"), FAST))
     check = next(c for c in result.checks if c.name == "reasoning_effort=none")
     assert check.evidence["measure"] == "usage reasoning_tokens"
     assert check.evidence["on_median"] == 30 and check.evidence["off_median"] == 0
@@ -85,10 +85,18 @@ def test_our_server_is_probed_for_what_it_really_does(tiny_checkpoint: Path) -> 
     # protocol.py: unknown fields accepted (and named in a header), n > 1 refused, the rest honoured
     assert got["unknown field lossless_canary_field"] == "ignored"
     assert got["n=3"] == "rejected"
-    for name in ("max_tokens=5", "stop", "seed", "temperature=1 samples", "temperature=0 repeatable",
-                 "logprobs", "top_logprobs=3",
-                 "stream_options.include_usage", "usage.prompt_tokens stable",
-                 "stream == non-stream (temperature 0)"):  # fmt: skip
+    for name in (
+        "max_tokens=5",
+        "stop",
+        "seed",
+        "temperature=1 samples",
+        "temperature=0 repeatable",
+        "logprobs",
+        "top_logprobs=3",
+        "stream_options.include_usage",
+        "usage.prompt_tokens stable",
+        "stream == non-stream (temperature 0)",
+    ):
         assert got[name] == "honoured", name
     for name in ("temperature=-1 (invalid)", "max_tokens=-1 (invalid)", "top_p=5 (invalid)"):
         assert got[name] == "rejected", name

@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from lossless.server.http.limits import MAX_BODY_BYTES, RequestLimits
 from lossless.server.launch import start_embedded
-from lossless.server.limits import MAX_BODY_BYTES, Limits
 from lossless.server.main import LoadedModel, load_model
 from lossless.server.options import ServeOptions
 
-SHORT = Limits(head_timeout_s=1.0, body_timeout_s=1.0)  # the deadlines, short enough to wait for here
+SHORT = RequestLimits(head_timeout_s=1.0, body_timeout_s=1.0)  # the deadlines, short enough to wait for here
 FUZZ = settings(
     max_examples=150,
     deadline=None,
@@ -310,16 +310,26 @@ texts = plausible(
 TOOL_BODY = st.fixed_dictionaries({"name": plausible(odd_text), "input_schema": json_values})
 RESPONSES = {
     **{k: COMMON[k] for k in ("model", "stream", "temperature", "top_p", "seed")},
-    "input": plausible(odd_text | st.lists(json_values | st.fixed_dictionaries({
-        "role": plausible(st.sampled_from(["user", "assistant", "developer"])), "content": texts,
-    }), max_size=3)),
+    "input": plausible(
+        odd_text
+        | st.lists(
+            json_values
+            | st.fixed_dictionaries(
+                {
+                    "role": plausible(st.sampled_from(["user", "assistant", "developer"])),
+                    "content": texts,
+                }
+            ),
+            max_size=3,
+        )
+    ),
     "instructions": plausible(odd_text),
     "max_output_tokens": plausible(st.integers(-1, 3)),
     "tools": plausible(st.lists(TOOL_BODY.map(lambda t: {"type": "function", **t}), max_size=2)),
     "tool_choice": plausible(st.sampled_from(["auto", "none", "required"])),
     "text": json_values,
     "include": plausible(st.lists(st.just("message.output_text.logprobs") | odd_text, max_size=2)),
-}  # fmt: skip
+}
 BLOCKS = st.one_of(
     st.fixed_dictionaries({"type": st.just("text"), "text": odd_text}),
     st.fixed_dictionaries(
@@ -330,18 +340,29 @@ BLOCKS = st.one_of(
 )
 MESSAGES = {
     **{k: COMMON[k] for k in ("model", "stream", "top_p", "top_k")},
-    "messages": plausible(st.lists(st.fixed_dictionaries({
-        "role": plausible(st.sampled_from(["user", "assistant"])),
-        "content": plausible(odd_text | st.lists(BLOCKS, max_size=3)),
-    }), min_size=1, max_size=3)),
+    "messages": plausible(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "role": plausible(st.sampled_from(["user", "assistant"])),
+                    "content": plausible(odd_text | st.lists(BLOCKS, max_size=3)),
+                }
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    ),
     "system": texts,
     "max_tokens": plausible(st.integers(-1, 3)),
     "temperature": plausible(st.floats(-0.5, 1.5)),
     "stop_sequences": plausible(st.lists(odd_text, max_size=3)),
     "tools": plausible(st.lists(TOOL_BODY, max_size=2)),
-    "tool_choice": plausible(st.fixed_dictionaries({"type": st.sampled_from(["auto", "any", "tool", "none"])},
-                                                   optional={"name": odd_text})),
-}  # fmt: skip
+    "tool_choice": plausible(
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["auto", "any", "tool", "none"])}, optional={"name": odd_text}
+        )
+    ),
+}
 
 
 @FUZZ
@@ -657,7 +678,7 @@ def sse_events(body: bytes) -> list[Any]:
 
 
 def test_shutdown_answers_the_queue_with_503_and_ends_the_running_stream(endless: LoadedModel) -> None:
-    limits = Limits(head_timeout_s=1.0, body_timeout_s=1.0, shutdown_grace_s=0.3)
+    limits = RequestLimits(head_timeout_s=1.0, body_timeout_s=1.0, shutdown_grace_s=0.3)
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(start_embedded(ServeOptions(max_queue=2), loaded=endless, limits=limits))
         server = Server(int(url.split(":")[2].split("/")[0]))

@@ -70,9 +70,14 @@ def check_call(name: str, arguments: str) -> dict[str, Any]:
 def test_required_tool_call_is_well_formed(client: tuple[openai.OpenAI, str], temperature: float) -> None:
     c, model = client
     r = c.chat.completions.create(
-        model=model, messages=ASK, tools=[WEATHER, TIME], tool_choice="required", max_tokens=60,
-        temperature=temperature, seed=3,
-    )  # fmt: skip
+        model=model,
+        messages=ASK,
+        tools=[WEATHER, TIME],
+        tool_choice="required",
+        max_tokens=60,
+        temperature=temperature,
+        seed=3,
+    )
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls", choice.message
     (call,) = choice.message.tool_calls
@@ -83,15 +88,19 @@ def test_required_tool_call_is_well_formed(client: tuple[openai.OpenAI, str], te
 def test_named_tool_call_streamed_equals_the_whole_one(client: tuple[openai.OpenAI, str]) -> None:
     c, model = client
     ask: dict[str, Any] = {
-        "model": model, "messages": ASK, "tools": [WEATHER, TIME], "max_tokens": 60, "temperature": 0,
+        "model": model,
+        "messages": ASK,
+        "tools": [WEATHER, TIME],
+        "max_tokens": 60,
+        "temperature": 0,
         "tool_choice": {"type": "function", "function": {"name": "get_time"}},
-    }  # fmt: skip
+    }
     whole = c.chat.completions.create(**ask).choices[0]
     chunks = list(c.chat.completions.create(**ask, stream=True))
     deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
     calls = [tc for d in deltas for tc in d.tool_calls or []]
     assert whole.finish_reason == "tool_calls", whole.message
-    # a name delta, then the arguments' text as it is generated (server/tool_stream.py)
+    # a name delta, then the arguments' text as it is generated (server/openai/tool_stream.py)
     assert [tc.function.name for tc in calls] == ["get_time"] + [None] * (len(calls) - 1)
     assert {tc.index for tc in calls} == {0} and calls[0].id and calls[0].function.arguments == ""
     arguments = "".join(tc.function.arguments for tc in calls)
@@ -122,9 +131,12 @@ def test_response_format_json_schema_validates(client: tuple[openai.OpenAI, str]
     }
     response_format = {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}
     r = c.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": "Name three colours."}], max_tokens=60,
-        temperature=0, response_format=response_format,  # type: ignore[arg-type]
-    )  # fmt: skip
+        model=model,
+        messages=[{"role": "user", "content": "Name three colours."}],
+        max_tokens=60,
+        temperature=0,
+        response_format=response_format,  # type: ignore[arg-type]
+    )
     assert r.choices[0].finish_reason == "stop"
     jsonschema.validate(json.loads(r.choices[0].message.content or ""), schema)
 
@@ -132,9 +144,12 @@ def test_response_format_json_schema_validates(client: tuple[openai.OpenAI, str]
 def test_response_format_json_object_is_an_object(client: tuple[openai.OpenAI, str]) -> None:
     c, model = client
     r = c.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": "Give a JSON object with a name."}],
-        max_tokens=40, temperature=0, response_format={"type": "json_object"},
-    )  # fmt: skip
+        model=model,
+        messages=[{"role": "user", "content": "Give a JSON object with a name."}],
+        max_tokens=40,
+        temperature=0,
+        response_format={"type": "json_object"},
+    )
     text = r.choices[0].message.content or ""
     assert text.startswith("{")
     if r.choices[0].finish_reason == "stop":
@@ -156,7 +171,11 @@ def test_probe_sees_tools_and_formats_honoured(client: tuple[openai.OpenAI, str]
         return {check.name: check.verdict for check in found}
 
     got = asyncio.run(checks())
-    for name in ("tool_choice=required", "tool_choice=function", "response_format=json_object",
-                 "response_format=json_schema"):  # fmt: skip
+    for name in (
+        "tool_choice=required",
+        "tool_choice=function",
+        "response_format=json_object",
+        "response_format=json_schema",
+    ):
         assert got[name] == "honoured", (name, got)
     assert got["tools"] in ("honoured", "unsupported")

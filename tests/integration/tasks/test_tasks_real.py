@@ -17,7 +17,7 @@ from lossless.server.options import ServeOptions
 from lossless.tasks.run import run_endpoint
 from lossless.tasks.runner import RunnerConfig
 from lossless.tasks.sets import load_set
-from lossless.tasks.tally import summarize
+from lossless.tasks.tally import tally_endpoint
 
 pytestmark = pytest.mark.slow
 BFCL_HOME = Path(__file__).resolve().parents[3] / ".pytest_cache" / "lossless-home"  # test_tasks_bfcl's
@@ -33,8 +33,21 @@ def test_arithmetic_on_the_embedded_model_without_a_url(
 ) -> None:
     # the command serves the model itself, as it does with no URL; loading it once saves the test ~10 s
     monkeypatch.setattr("lossless.server.main.load_model", lambda config: loaded)
-    args = ["--set", "arithmetic", "--limit", "3", "--max-tokens", "16", "--temperature", "0",
-            "--price-in", "0.1", "--price-out", "0.4", "--json"]  # fmt: skip
+    args = [
+        "--set",
+        "arithmetic",
+        "--limit",
+        "3",
+        "--max-tokens",
+        "16",
+        "--temperature",
+        "0",
+        "--price-in",
+        "0.1",
+        "--price-out",
+        "0.4",
+        "--json",
+    ]
     result = CliRunner().invoke(tasks_command, args)
     assert result.exit_code == 0, result.output + str(result.exception)
     data = json.loads(result.stdout)
@@ -70,7 +83,7 @@ def test_the_tools_demo_set_runs_on_the_embedded_model(loaded: LoadedModel) -> N
         assert 0 < run.completion_tokens <= 16 * run.steps and run.model_s > 0
         assert run.tool_s >= 0.1 * bool(run.tool_calls)  # the demo's tools take 0.1 s and 0.2 s a call
         assert run.task_s >= run.model_s + run.tool_s
-    s = summarize(endpoint, runs, samples=1)
+    s = tally_endpoint(endpoint, runs, samples=1)
     assert s.runs == 3 and s.success_rate.ci95 is not None
 
 
@@ -87,4 +100,4 @@ def test_forced_bfcl_calls_are_all_well_formed(loaded: LoadedModel, monkeypatch:
         assert run.end == "answer" and run.tool_calls == 1, run
         assert run.invalid_arguments == run.schema_invalid == 0, run
     # greedy SmolLM2-135M gets some of these right: the checker is BFCL's, the count is measured
-    assert summarize(endpoint, runs, samples=1).success_rate.ci95 is not None
+    assert tally_endpoint(endpoint, runs, samples=1).success_rate.ci95 is not None

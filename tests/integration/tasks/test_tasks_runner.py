@@ -22,7 +22,7 @@ from lossless.client.endpoints import Endpoint
 from lossless.tasks.result import TaskRun
 from lossless.tasks.run import run_endpoint
 from lossless.tasks.runner import RunnerConfig
-from lossless.tasks.tally import compare, summarize
+from lossless.tasks.tally import compare_tasks, tally_endpoint
 from lossless.tasks.task import Task, parse_task
 
 # How late one tool call or back-off may end beyond what it was told to wait (the event loop on a busy
@@ -47,7 +47,7 @@ def test_success_time_and_cost_per_successful_task_match_what_the_server_was_set
     pin, pout, ptool = 1.0, 4.0, 0.002
     with task_server(b, seed=0) as (url, server):
         runs = _run(url, _tasks(n, tool_s), "a", 16, pin=pin, pout=pout, ptool=ptool)
-    s = summarize(Endpoint("a", url, "scripted"), runs, samples=1)
+    s = tally_endpoint(Endpoint("a", url, "scripted"), runs, samples=1)
     assert s.runs == n and s.ends == {"answer": n}
     lo, hi = s.success_rate.ci95 or (1.0, 0.0)
     assert lo <= p <= hi, s.success_rate
@@ -92,16 +92,16 @@ def test_a_candidate_with_a_quarter_of_its_tool_arguments_invalid_is_flagged_and
     for name, behaviour, seed in (("base", good, 0), ("copy", good, 1), ("broken", bad, 2)):
         with task_server(behaviour, seed=seed) as (url, _):
             runs[name] = _run(url, tasks, name, 8, pin=1.0, pout=1.0)
-    s = {name: summarize(Endpoint(name, "http://x/v1", "m"), r, samples=1) for name, r in runs.items()}
+    s = {name: tally_endpoint(Endpoint(name, "http://x/v1", "m"), r, samples=1) for name, r in runs.items()}
     lo, hi = s["broken"].invalid_arguments.ci95 or (1.0, 0.0)
     assert lo <= 0.25 <= hi and s["base"].invalid_arguments.value == 0.0
     # arguments that are no JSON fail the function's schema too; the good ones all pass it
     assert all(r.schema_invalid == r.invalid_arguments for rs in runs.values() for r in rs)
-    flagged = compare(s["base"], s["broken"], (runs["base"], runs["broken"]), margin=0.1)
+    flagged = compare_tasks(s["base"], s["broken"], (runs["base"], runs["broken"]), margin=0.1)
     assert flagged.verdict == "different" and flagged.p_mcnemar < 0.05 and flagged.difference < 0
     # failures cost as much as successes, so cost per success rises as success falls
     assert flagged.cost_ratio.ci95 is not None and flagged.cost_ratio.ci95[0] > 1.0
-    aa = compare(s["base"], s["copy"], (runs["base"], runs["copy"]), margin=0.1)
+    aa = compare_tasks(s["base"], s["copy"], (runs["base"], runs["copy"]), margin=0.1)
     assert aa.verdict != "different", aa
     # (its task-time ratio is not asserted: endpoints run one after another, and on a shared 2-core
     # machine the second of two identical servers measured 0.94x the first's time, CI 0.89-0.98)
@@ -113,9 +113,27 @@ def test_the_tasks_command_writes_its_result_and_pairs_two_endpoints(tmp_path: P
     fast = Behaviour(ttft_s=0.005, tpot_s=0.001, tokens=3)
     slow = Behaviour(ttft_s=0.02, tpot_s=0.01, tokens=3, fail_5xx=0.3)
     with task_server(fast, seed=0) as (a, _), task_server(slow, seed=0) as (b, _):
-        args = [a, b, "--model", "m", "--set", str(path), "--concurrency", "3", "--retries", "9",
-                "--retry-wait", "0.01", "--price-in", "1", "--price-out", "2", "--json",
-                "--out", str(tmp_path)]  # fmt: skip
+        args = [
+            a,
+            b,
+            "--model",
+            "m",
+            "--set",
+            str(path),
+            "--concurrency",
+            "3",
+            "--retries",
+            "9",
+            "--retry-wait",
+            "0.01",
+            "--price-in",
+            "1",
+            "--price-out",
+            "2",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ]
         result = CliRunner().invoke(tasks_command, args)
     assert result.exit_code == 0, result.output + str(result.exception)
     data = json.loads(result.stdout)

@@ -213,8 +213,10 @@ def test_cron_mode_and_an_unreachable_endpoint(server: ScriptedServer, tmp_path:
     assert done.stderr.strip().splitlines()[-1].startswith("error: 1 of 1 runs measured nothing: endpoint")
     assert [r[2] is None for r in _runs(db)] == [True, True, False]
     # a scheduled watch whose first run reaches nothing stops there (a typo, likelier than an outage)
-    done = CliRunner().invoke(main, ["watch", "http://127.0.0.1:9/v1", "--model", "m", "--db", str(db),
-                                     "--every", "1h", "--runs", "3"])  # fmt: skip
+    done = CliRunner().invoke(
+        main,
+        ["watch", "http://127.0.0.1:9/v1", "--model", "m", "--db", str(db), "--every", "1h", "--runs", "3"],
+    )
     assert done.exit_code == 2 and "error: 1 of 1 runs measured nothing" in done.stderr
     assert len(_runs(db)) == 4
     table = _history(db).stdout

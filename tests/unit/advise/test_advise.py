@@ -41,8 +41,13 @@ def hedged_quantile(p: float, d: float) -> float:
     return -MEAN * math.log(s) if s >= math.exp(-d / MEAN) else (d - MEAN * math.log(s)) / 2
 
 
-def _evaluate(policies: dict[str, simulate.Policy], found: dict[str, Samples], draws: int = 400_000,
-              resamples: int = 0, seed: int = 0) -> dict[str, dict[str, simulate.Estimate]]:  # fmt: skip
+def _evaluate(
+    policies: dict[str, simulate.Policy],
+    found: dict[str, Samples],
+    draws: int = 400_000,
+    resamples: int = 0,
+    seed: int = 0,
+) -> dict[str, dict[str, simulate.Estimate]]:
     return simulate.evaluate(policies, found, np.random.default_rng(seed), draws, resamples)
 
 
@@ -86,8 +91,10 @@ def test_failover_on_errors_only_matches_the_closed_form() -> None:
     x = exponential(18_000)
     end = np.concatenate([x + 50, np.full(2_000, 30.0)])
     ok = np.arange(end.size) < x.size
-    found = {"a": Samples.of(end, ok=ok, first=np.where(ok, np.concatenate([x, x[:2_000]]), np.inf)),
-             "b": Samples.of(np.full(10, 300.0))}  # fmt: skip
+    found = {
+        "a": Samples.of(end, ok=ok, first=np.where(ok, np.concatenate([x, x[:2_000]]), np.inf)),
+        "b": Samples.of(np.full(10, 300.0)),
+    }
     got = _evaluate({"f": simulate.failover(("a", "b"), math.inf)}, found)["f"]
 
     def exact(p: float) -> float:  # below 330 only A's answers; at 330 a jump of 0.1
@@ -111,8 +118,9 @@ def test_failover_down_a_chain_and_what_it_does_not_retry() -> None:
     bad = Samples(np.zeros(4, bool), np.full(4, np.inf), np.full(4, 10.0), np.zeros(4, bool), np.zeros(4))
     got = _evaluate({"f": simulate.failover(("a", "c"), 1_000.0)}, {"a": bad, "c": always(100.0)}, 1_000)["f"]
     assert got["error_rate"].value == 1.0 and math.isinf(got["p50"].value)
-    assert [simulate.fails_over(k) for k in ("http_429", "http_503", "http_400", "connection", "cancelled")] \
-        == [True, True, False, True, False]  # fmt: skip
+    assert [
+        simulate.fails_over(k) for k in ("http_429", "http_503", "http_400", "connection", "cancelled")
+    ] == [True, True, False, True, False]
 
 
 attempt = st.tuples(st.floats(0.0, 1e5), st.booleans())
@@ -140,21 +148,28 @@ def rec(
     """An attempt sent at 0: response headers, first token and end in ms; ``kind`` an error."""
     events = () if first is None else (int(first * MS), int(end * MS))
     return make(
-        sent_ns=0, scheduled_ns=0, headers_ns=None if headers is None else int(headers * MS), event_ns=events,
-        event_kinds="cu"[: len(events)], event_tokens=(-1, 1)[: len(events)], end_ns=int(end * MS),
-        error_kind=kind, status=None if kind in ("connection", "timeout_connect") else 200,
-    )  # fmt: skip
+        sent_ns=0,
+        scheduled_ns=0,
+        headers_ns=None if headers is None else int(headers * MS),
+        event_ns=events,
+        event_kinds="cu"[: len(events)],
+        event_tokens=(-1, 1)[: len(events)],
+        end_ns=int(end * MS),
+        error_kind=kind,
+        status=None if kind in ("connection", "timeout_connect") else 200,
+    )
 
 
 def hand_made() -> list[RequestRecord]:
     return [
-        *(rec(500, 100) for _ in range(4)), rec(1300, 900),  # answered
+        *(rec(500, 100) for _ in range(4)),
+        rec(1300, 900),  # answered
         rec(20, kind="http_429"),  # failed fast, before any time-out
         rec(60_000, kind="timeout_first_token"),  # bench's own time-out: no token in 60 s
         rec(5_000, kind="http_500"),  # failed late, no token
         rec(3_000, 50, kind="stream_error"),  # a first token, then the stream broke
         rec(10_000, kind="timeout_connect", headers=None),  # bench's connect time-out
-    ]  # fmt: skip
+    ]
 
 
 def test_timeout_shares_on_hand_made_records() -> None:

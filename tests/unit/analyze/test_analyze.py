@@ -163,12 +163,16 @@ def test_server_time_headers() -> None:
 
 
 def test_spec_stats_ours_and_missing() -> None:
-    before = {"lossless_spec_drafted_tokens_total": 10.0, "lossless_spec_accepted_tokens_total": 5.0,
-              "lossless_spec_steps_total": 4.0}  # fmt: skip
+    before = {
+        "lossless_spec_drafted_tokens_total": 10.0,
+        "lossless_spec_accepted_tokens_total": 5.0,
+        "lossless_spec_steps_total": 4.0,
+    }
     after = {k: v * 3 for k, v in before.items()}
     stats = spec_stats(before, after)
-    assert stats == Speculative(drafted_tokens=20.0, accepted_tokens=10.0, acceptance_rate=0.5,
-                                mean_accepted_length=1 + 10 / 8)  # fmt: skip
+    assert stats == Speculative(
+        drafted_tokens=20.0, accepted_tokens=10.0, acceptance_rate=0.5, mean_accepted_length=1 + 10 / 8
+    )
     assert spec_stats({}, {}) is None
 
 

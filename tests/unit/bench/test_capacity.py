@@ -15,8 +15,14 @@ SLO = {"ttft": 500.0}
 def test_rate_search_brackets_the_limit_within_the_precision(
     limit: float, start: float, precision: float
 ) -> None:
-    found = search(lambda load: 1.0 if load <= limit else 0.5, kind="rate", start=start, target=0.95,
-                   slo_ms=SLO, precision=precision)  # fmt: skip
+    found = search(
+        lambda load: 1.0 if load <= limit else 0.5,
+        kind="rate",
+        start=start,
+        target=0.95,
+        slo_ms=SLO,
+        precision=precision,
+    )
     if found.held is None:  # the start was over the limit: halving found no load that held before 1e-6
         pytest.fail(f"no load held: {found}")
     assert found.held <= limit and found.stopped in ("precision", "limit")
@@ -26,15 +32,28 @@ def test_rate_search_brackets_the_limit_within_the_precision(
 
 @given(st.integers(1, 3000), st.integers(1, 64))
 def test_concurrency_search_finds_the_exact_integer(limit: int, start: int) -> None:
-    found = search(lambda c: 1.0 if c <= limit else 0.0, kind="concurrency", start=start, target=0.9,
-                   slo_ms=SLO, precision=0.0)  # fmt: skip
+    found = search(
+        lambda c: 1.0 if c <= limit else 0.0,
+        kind="concurrency",
+        start=start,
+        target=0.9,
+        slo_ms=SLO,
+        precision=0.0,
+    )
     assert found.held == limit and found.failed == limit + 1
 
 
 def test_stops_on_the_budget_and_on_an_interruption_and_reads_back() -> None:
     ticks = iter(range(100))
-    found = search(lambda load: 1.0, kind="rate", start=1.0, target=0.9, slo_ms=SLO, budget_s=3,
-                   clock=lambda: float(next(ticks)))  # fmt: skip
+    found = search(
+        lambda load: 1.0,
+        kind="rate",
+        start=1.0,
+        target=0.9,
+        slo_ms=SLO,
+        budget_s=3,
+        clock=lambda: float(next(ticks)),
+    )
     assert found.stopped == "budget" and found.failed is None and len(found.tried) == 3
     interrupted = search(
         lambda load: None if load > 2 else 1.0, kind="rate", start=1.0, target=0.9, slo_ms=SLO

@@ -32,12 +32,36 @@ def _record(i: int) -> RequestRecord:
     sent = i * 1000 * MS
     events = tuple(sent + (100 + 10 * k) * MS for k in range(5))
     return RequestRecord(
-        endpoint="x", request_index=i, attempt=0, prompt_id=f"p{i}", prompt_class="short", api="chat",
-        stream=True, warmup=False, load="c=1", scheduled_ns=sent, sent_ns=sent, headers_ns=sent + MS,
-        event_ns=events, event_kinds="c" * 5, event_tokens=(-1,) * 5, end_ns=events[-1] + MS, status=200,
-        error_kind=None, error=None, retried=False, n_in=5, n_out=5, n_out_source="usage", n_reasoning=None,
-        finish_reason="stop", text="x", reasoning_text="", tool_call_chars=0, server_headers=(),
-    )  # fmt: skip
+        endpoint="x",
+        request_index=i,
+        attempt=0,
+        prompt_id=f"p{i}",
+        prompt_class="short",
+        api="chat",
+        stream=True,
+        warmup=False,
+        load="c=1",
+        scheduled_ns=sent,
+        sent_ns=sent,
+        headers_ns=sent + MS,
+        event_ns=events,
+        event_kinds="c" * 5,
+        event_tokens=(-1,) * 5,
+        end_ns=events[-1] + MS,
+        status=200,
+        error_kind=None,
+        error=None,
+        retried=False,
+        n_in=5,
+        n_out=5,
+        n_out_source="usage",
+        n_reasoning=None,
+        finish_reason="stop",
+        text="x",
+        reasoning_text="",
+        tool_call_chars=0,
+        server_headers=(),
+    )
 
 
 RECORD = json.loads(to_json(_record(0)))
@@ -378,7 +402,7 @@ def test_every_record_field_is_checked_on_reading() -> None:
 
 
 def test_good_endpoint_fields_still_load(tmp_path: Path) -> None:
-    from lossless.client.endpoints import from_urls, load_toml
+    from lossless.client.endpoints import load_toml, parse_urls
 
     extra = (
         'api_key_env = ""\nprice = [0, 2.5]\nheaders = { "x-team" = "bench\\tnight", "x-id" = "é" }\n'
@@ -389,7 +413,7 @@ def test_good_endpoint_fields_still_load(tmp_path: Path) -> None:
     assert (endpoint.price_in, endpoint.price_out) == (0.0, 2.5)
     assert endpoint.headers == {"x-team": "bench\tnight", "x-id": "é"}
     assert endpoint.body == {"reasoning": {"effort": "low"}, "stop": ["a", 1, True, 0.5]}
-    (by_url,) = from_urls(["https://user:pw@host.example:443/v1"], "m", "MY_KEY")
+    (by_url,) = parse_urls(["https://user:pw@host.example:443/v1"], "m", "MY_KEY")
     assert by_url.name == "host.example:443" and by_url.api_key_env == "MY_KEY"  # no password
 
 

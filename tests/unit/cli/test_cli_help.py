@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from lossless.cli import main
-from lossless.cli.reference import commands, render
+from lossless.cli.reference import commands, reference_markdown
 
 DOCS = Path(__file__).parents[3] / "docs" / "cli.md"
 
@@ -46,4 +46,4 @@ def test_every_option_is_described_and_every_command_has_examples(name: str, com
 def test_docs_cli_md_is_the_help_of_every_command() -> None:
     """docs/cli.md is generated: `python -m lossless.cli.reference > docs/cli.md` after changing a flag."""
     stale = "docs/cli.md is stale: run python -m lossless.cli.reference > docs/cli.md"
-    assert DOCS.read_text() == render(main), stale
+    assert DOCS.read_text() == reference_markdown(main), stale

@@ -48,13 +48,36 @@ def _stream(
         t += step
         left -= k
     return RequestRecord(
-        endpoint="e", request_index=round_, attempt=0, prompt_id=f"{arm}-{round_}", prompt_class=arm,
-        api="chat", stream=True, warmup=False, load="c=1", scheduled_ns=sent, sent_ns=sent,
-        headers_ns=sent + MS, event_ns=tuple(events), event_kinds="c" * len(events),
-        event_tokens=(-1,) * len(events), end_ns=events[-1] + MS, status=200, error_kind=None, error=None,
-        retried=False, n_in=50, n_out=n, n_out_source="usage", n_reasoning=None, finish_reason="length",
-        text="x", reasoning_text="", tool_call_chars=0, server_headers=(),
-    )  # fmt: skip
+        endpoint="e",
+        request_index=round_,
+        attempt=0,
+        prompt_id=f"{arm}-{round_}",
+        prompt_class=arm,
+        api="chat",
+        stream=True,
+        warmup=False,
+        load="c=1",
+        scheduled_ns=sent,
+        sent_ns=sent,
+        headers_ns=sent + MS,
+        event_ns=tuple(events),
+        event_kinds="c" * len(events),
+        event_tokens=(-1,) * len(events),
+        end_ns=events[-1] + MS,
+        status=200,
+        error_kind=None,
+        error=None,
+        retried=False,
+        n_in=50,
+        n_out=n,
+        n_out_source="usage",
+        n_reasoning=None,
+        finish_reason="length",
+        text="x",
+        reasoning_text="",
+        tool_call_chars=0,
+        server_headers=(),
+    )
 
 
 def server(
@@ -69,8 +92,9 @@ def server(
     out = []
     for r in range(rounds):
         load = rng.uniform(0.6, 1.8)  # another process comes and goes between rounds, not within one
-        out += [_stream(a.name, r, steps[a.name], rng, load, per_token=per_token, n=n, even=even)
-                for a in ARMS]  # fmt: skip
+        out += [
+            _stream(a.name, r, steps[a.name], rng, load, per_token=per_token, n=n, even=even) for a in ARMS
+        ]
     return out
 
 
@@ -151,14 +175,21 @@ def _collected(before: dict[str, float] | None, after: dict[str, float] | None) 
 
 def test_accepted_drafts_on_the_servers_counters_make_it_evident_and_say_so() -> None:
     behaviour = sp.judge(server(PLAIN, rounds=2))  # inconclusive by timings
-    names = ("lossless_spec_drafted_tokens_total", "lossless_spec_accepted_tokens_total",
-             "lossless_spec_verify_steps_total")  # fmt: skip
+    names = (
+        "lossless_spec_drafted_tokens_total",
+        "lossless_spec_accepted_tokens_total",
+        "lossless_spec_verify_steps_total",
+    )
     after = dict(zip(names, (90.0, 60.0, 40.0), strict=True))
     got = _with_counters(behaviour, _collected(dict.fromkeys(names, 0.0), after))
     assert got.verdict == "evident" and "counters" in got.note
     assert got.evidence["behaviour"] == "inconclusive"
-    assert got.counters == {"drafted_tokens": 90, "accepted_tokens": 60,
-                            "acceptance_rate": pytest.approx(2 / 3), "mean_accepted_length": 2.5}  # fmt: skip
+    assert got.counters == {
+        "drafted_tokens": 90,
+        "accepted_tokens": 60,
+        "acceptance_rate": pytest.approx(2 / 3),
+        "mean_accepted_length": 2.5,
+    }
 
 
 def test_counters_that_never_move_or_do_not_exist_change_nothing() -> None:
@@ -174,9 +205,9 @@ def test_our_servers_verify_steps_are_read_from_its_metrics() -> None:
     """The mean accepted length needs the step count, which our server exports by accepted count."""
     from lossless.analyze.server_side import spec_stats
     from lossless.client.prometheus import parse_counters
-    from lossless.server.exposition import ServerMetrics
+    from lossless.server.http.metrics import ExportedMetrics
 
-    metrics = ServerMetrics()
+    metrics = ExportedMetrics()
     before = parse_counters(metrics.render())
     metrics.record_spec_stats({"drafted": 12, "accepted": 6, "accept_counts": [2, 0, 3]})  # 5 steps
     got = spec_stats(before, parse_counters(metrics.render()))

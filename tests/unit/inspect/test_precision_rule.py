@@ -23,8 +23,9 @@ def scores(values: list[list[float | None]], tokens: list[list[str]] | None = No
 def shifted(base: list[list[float | None]], by: float, seed: int = 0) -> list[list[float | None]]:
     """``base`` with every score moved by about ``by`` (up or down, at random)."""
     rng = random.Random(seed)
-    return [[None if v is None else v + rng.choice((-1, 1)) * by * rng.uniform(0.5, 1.5) for v in t]
-            for t in base]  # fmt: skip
+    return [
+        [None if v is None else v + rng.choice((-1, 1)) * by * rng.uniform(0.5, 1.5) for v in t] for t in base
+    ]
 
 
 BASE: list[list[float | None]] = [
@@ -115,8 +116,12 @@ class Echoing:
 
     def __init__(self, tokens: list[str], alts: list[dict[str, float]]) -> None:
         offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
-        self.lp = {"tokens": tokens, "text_offset": offsets, "token_logprobs": [None] * len(tokens),
-                   "top_logprobs": alts}  # fmt: skip
+        self.lp = {
+            "tokens": tokens,
+            "text_offset": offsets,
+            "token_logprobs": [None] * len(tokens),
+            "top_logprobs": alts,
+        }
 
     async def echoed(self, prompt: str) -> dict[str, Any]:
         return self.lp

@@ -21,12 +21,36 @@ def _record(endpoint: str, i: int, ttft_ms: float, gap_ms: float, load: str = "c
     sent = i * 10_000 * MS
     events = tuple(sent + int((ttft_ms + k * gap_ms) * MS) for k in range(9))
     return RequestRecord(
-        endpoint=endpoint, request_index=i, attempt=0, prompt_id=f"p{i}", prompt_class="short", api="chat",
-        stream=True, warmup=False, load=load, scheduled_ns=sent, sent_ns=sent, headers_ns=sent + MS,
-        event_ns=events, event_kinds="c" * 9, event_tokens=(-1,) * 9, end_ns=events[-1] + MS, status=200,
-        error_kind=None, error=None, retried=False, n_in=5, n_out=9, n_out_source="usage", n_reasoning=None,
-        finish_reason="stop", text="x", reasoning_text="", tool_call_chars=0, server_headers=(),
-    )  # fmt: skip
+        endpoint=endpoint,
+        request_index=i,
+        attempt=0,
+        prompt_id=f"p{i}",
+        prompt_class="short",
+        api="chat",
+        stream=True,
+        warmup=False,
+        load=load,
+        scheduled_ns=sent,
+        sent_ns=sent,
+        headers_ns=sent + MS,
+        event_ns=events,
+        event_kinds="c" * 9,
+        event_tokens=(-1,) * 9,
+        end_ns=events[-1] + MS,
+        status=200,
+        error_kind=None,
+        error=None,
+        retried=False,
+        n_in=5,
+        n_out=9,
+        n_out_source="usage",
+        n_reasoning=None,
+        finish_reason="stop",
+        text="x",
+        reasoning_text="",
+        tool_call_chars=0,
+        server_headers=(),
+    )
 
 
 def _run(endpoint: str, ttft_ms: float, gap_ms: float) -> list[RequestRecord]:

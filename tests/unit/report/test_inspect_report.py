@@ -23,12 +23,19 @@ from lossless.report.inspect_html import anchors, context_text, links, render, w
 
 FIXTURE = Path(__file__).parents[2] / "e2e" / "inspect_embedded.json"
 PRECISION = {
-    "verdict": "evident", "nearest": "bf16", "note": "nearest bf16, 6x the A/A floor from fp32",
-    "floor": 0.0021, "bit_identical": True, "method": "teacher-forced log-probabilities",
-    "texts": 8, "tokens": 512,
-    "distances": [{"reference": "fp32", "distance": 0.013, "ci": [0.011, 0.015]},
-                  {"reference": "bf16", "distance": 0.0019, "ci": [0.0015, 0.0024]}],
-}  # fmt: skip
+    "verdict": "evident",
+    "nearest": "bf16",
+    "note": "nearest bf16, 6x the A/A floor from fp32",
+    "floor": 0.0021,
+    "bit_identical": True,
+    "method": "teacher-forced log-probabilities",
+    "texts": 8,
+    "tokens": 512,
+    "distances": [
+        {"reference": "fp32", "distance": 0.013, "ci": [0.011, 0.015]},
+        {"reference": "bf16", "distance": 0.0019, "ci": [0.0015, 0.0024]},
+    ],
+}
 
 
 @pytest.fixture
@@ -61,8 +68,14 @@ def test_the_rebuilt_precision_shows_its_distances(doc: dict[str, Any]) -> None:
 
 def test_a_precision_without_references_has_no_table(doc: dict[str, Any]) -> None:
     card = doc["cards"][0]
-    card["precision"] = {**PRECISION, "verdict": "inconclusive", "nearest": None, "floor": None,
-                         "bit_identical": None, "distances": []}  # fmt: skip
+    card["precision"] = {
+        **PRECISION,
+        "verdict": "inconclusive",
+        "nearest": None,
+        "floor": None,
+        "bit_identical": None,
+        "distances": [],
+    }
     html = render(doc)
     assert "distance</th>" not in html and "(nearest)" not in html
     assert "nearest reference" not in html and "repeats bit-identical" not in html  # empty: not shown
@@ -91,11 +104,13 @@ def test_no_cards_is_a_page_saying_so() -> None:
     [
         (None, "not declared (not measured)"),
         (8192, "8,192 tokens (declared)"),
-        ({"status": "measured", "limit": 3000, "note": "a 2,990-token prompt answered"},
-         "3,000 tokens (measured): a 2,990-token prompt answered"),
+        (
+            {"status": "measured", "limit": 3000, "note": "a 2,990-token prompt answered"},
+            "3,000 tokens (measured): a 2,990-token prompt answered",
+        ),
         ({"status": "refused at 4,096", "limit": None, "note": ""}, "refused at 4,096"),
     ],
-)  # fmt: skip
+)
 def test_the_context_limit_declared_or_measured(value: Any, shown: str) -> None:
     assert context_text(value) == shown
 
@@ -110,14 +125,19 @@ def _folder(tmp_path: Path, doc: dict[str, Any], page: bool = True) -> Path:
 def test_a_bench_endpoint_links_its_card_by_url_and_model(doc: dict[str, Any], tmp_path: Path) -> None:
     card = doc["cards"][0]["endpoint"]
     card.update(name="a", base_url="http://h:1/v1")
-    benched = [{"name": "A", "base_url": "http://h:1/v1/", "model": card["model"]},
-               {"name": "B", "base_url": "http://h:2/v1", "model": card["model"]},
-               {"name": "C", "base_url": "http://h:1/v1", "model": "other"}]  # fmt: skip
+    benched = [
+        {"name": "A", "base_url": "http://h:1/v1/", "model": card["model"]},
+        {"name": "B", "base_url": "http://h:2/v1", "model": card["model"]},
+        {"name": "C", "base_url": "http://h:1/v1", "model": "other"},
+    ]
     found, notes = links(benched, [_folder(tmp_path, doc)], tmp_path)
     assert notes == [] and [f.endpoint for f in found] == ["A"]
     assert found[0].href == "inspect.html#card-a"
-    assert found[0].words == (("speculative decoding", "not evident"),
-                              ("precision / variant", "inconclusive"), ("identity", "evident"))  # fmt: skip
+    assert found[0].words == (
+        ("speculative decoding", "not evident"),
+        ("precision / variant", "inconclusive"),
+        ("identity", "evident"),
+    )
     elsewhere = tmp_path / "pages"
     elsewhere.mkdir()
     assert links(benched, [tmp_path], elsewhere)[0][0].href == "../inspect.html#card-a"

@@ -32,9 +32,18 @@ TIMES = FLOORS["ms"]
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("5s", 5), ("30m", 1800), ("3h", 10800), ("72h", 259200), ("1h30m", 5400), ("0.5s", 0.5),
-     ("250ms", 0.25), ("2d", 172800), (" 10M ", 600)],
-)  # fmt: skip
+    [
+        ("5s", 5),
+        ("30m", 1800),
+        ("3h", 10800),
+        ("72h", 259200),
+        ("1h30m", 5400),
+        ("0.5s", 0.5),
+        ("250ms", 0.25),
+        ("2d", 172800),
+        (" 10M ", 600),
+    ],
+)
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text, "--every") == seconds
 
@@ -175,14 +184,36 @@ def _record(i: int, ttft_ms: float, ok: bool = True) -> RequestRecord:
     first = sent + int(ttft_ms * MS)
     events = tuple(first + 10 * k * MS for k in range(5))
     return RequestRecord(
-        endpoint="x", request_index=i, attempt=0, prompt_id=f"p{i}", prompt_class="short", api="chat",
-        stream=True, warmup=False, load="c=1", scheduled_ns=sent, sent_ns=sent, headers_ns=sent + MS,
-        event_ns=events if ok else (), event_kinds="c" * 5 if ok else "",
+        endpoint="x",
+        request_index=i,
+        attempt=0,
+        prompt_id=f"p{i}",
+        prompt_class="short",
+        api="chat",
+        stream=True,
+        warmup=False,
+        load="c=1",
+        scheduled_ns=sent,
+        sent_ns=sent,
+        headers_ns=sent + MS,
+        event_ns=events if ok else (),
+        event_kinds="c" * 5 if ok else "",
         event_tokens=(-1,) * 5 if ok else (),
-        end_ns=events[-1] + MS, status=200 if ok else 500, error_kind=None if ok else "http_5xx",
-        error=None if ok else "boom", retried=False, n_in=5, n_out=5, n_out_source="usage", n_reasoning=None,
-        finish_reason="stop", text="x", reasoning_text="", tool_call_chars=0, server_headers=(),
-    )  # fmt: skip
+        end_ns=events[-1] + MS,
+        status=200 if ok else 500,
+        error_kind=None if ok else "http_5xx",
+        error=None if ok else "boom",
+        retried=False,
+        n_in=5,
+        n_out=5,
+        n_out_source="usage",
+        n_reasoning=None,
+        finish_reason="stop",
+        text="x",
+        reasoning_text="",
+        tool_call_chars=0,
+        server_headers=(),
+    )
 
 
 def _summary(ttft_ms: float, failed: int = 0) -> object:

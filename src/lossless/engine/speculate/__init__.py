@@ -5,4 +5,6 @@ speculative.py   ``speculative_decode()``: the exact acceptance rule, chains and
 drafts.py        ``NgramDrafter``, ``ModelDrafter``: prompt lookup, and a small draft checkpoint
 head.py          ``DSparkHead``: the trained draft head (a block of drafts from the target's hidden states)
 head_drafter.py  ``HeadDrafter``: serving with the head, prompt lookup beside it
+
+The head shipped for the embedded model (weights, recipe, training log) lies in heads/smollm2-135m.
 """

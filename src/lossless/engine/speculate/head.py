@@ -40,9 +40,10 @@ from lossless.errors import CheckpointError
 
 WEIGHTS = "head.safetensors"
 CONFIG = "head.json"
-# the head shipped for the embedded model, trained by `lossless draft train` (lossless.draft, which
-# imports this module): its recipe and training log lie beside the weights
-SHIPPED = Path(__file__).parents[2] / "draft" / "smollm2-135m"  # the head lossless draft train made
+# the head shipped for the embedded model, made by `lossless draft train` (lossless.draft, which imports
+# this module, never the reverse): the engine serves it from its own room, its recipe and training log
+# beside the weights
+SHIPPED = Path(__file__).with_name("heads") / "smollm2-135m"
 
 
 @dataclass(frozen=True)

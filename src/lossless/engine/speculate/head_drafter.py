@@ -226,8 +226,12 @@ class HeadDrafter:
                 survive *= float(torch.sigmoid(head.confidence_logit(s[depth], prev_t)))
                 if survive < self.threshold:
                     continue
-                q = warp((base[depth] + head.markov(prev_t)).float(), params.temperature, params.top_k,
-                         params.top_p)  # fmt: skip
+                q = warp(
+                    (base[depth] + head.markov(prev_t)).float(),
+                    params.temperature,
+                    params.top_k,
+                    params.top_p,
+                )
                 draws = min(ROOT_DRAWS if node < 0 else CHILD_DRAWS, self.tree - len(tokens))
                 for j, q_j in _without_replacement(q, draws, generator):
                     tokens.append(int(vocab[j]))

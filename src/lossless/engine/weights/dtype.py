@@ -69,10 +69,10 @@ def q4_kinds(path: Path) -> list[str]:
     no such layer), read from its header without loading a weight."""
     if path.suffix != ".gguf" or not path.is_file():
         return []
-    from lossless.engine.weights.gguf import read
+    from lossless.engine.weights.gguf import gguf_reader
 
     try:
-        reader = read(path)
+        reader = gguf_reader(path)
     except (ValueError, OSError, KeyError, IndexError, UnicodeDecodeError):
         return []  # the loader says what is wrong with the file
     kinds = {t.tensor_type.name for t in reader.tensors if t.name.startswith("blk.") and len(t.shape) == 2}

@@ -90,7 +90,7 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32, int4: bool = False
     """A GGUF file -> Checkpoint; a corrupt, truncated or unsupported file -> CheckpointError. ``int4``:
     also keep the 4-bit blocks of the linear layers stored as Q4_0 / Q4_1 (``Checkpoint.int4``)."""
     try:
-        reader = read(path)
+        reader = gguf_reader(path)
     except FileNotFoundError as exc:
         raise CheckpointError(f"{path.name}: no such file") from exc
     except (ValueError, OSError, KeyError, IndexError, UnicodeDecodeError) as exc:
@@ -108,7 +108,7 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32, int4: bool = False
     return Checkpoint(args, weights, tokenizer, path.stem, blocks, output)
 
 
-def read(path: Path) -> Any:
+def gguf_reader(path: Path) -> Any:
     """``path``'s GGUFReader, parsed once per process for one version of the file: its header (SmolLM2's
     49152-token vocabulary) takes ~3 s to parse on 2 cores, and choosing the dtype reads it before the
     loader does. Raises as GGUFReader does."""

@@ -11,7 +11,7 @@ rounds the float16 d and m (`Int4Weight.dense` gives the weights as the kernel s
 Why only bfloat16 activations: on an AVX2 CPU the kernel with float32 (or float16) activations is several
 times slower than a dense float32 matmul; with bfloat16 it beats both dense dtypes (engine_speed.py).
 
-Where the CPU has AVX-512 VNNI or AVX2, the layers use our kernel instead (`q4_kernel`): llama.cpp's
+Where the CPU has AVX-512 VNNI or AVX2, the layers use our kernel instead (`block_kernels`): llama.cpp's
 product, the activations rounded to int8 per block of 32, the file's scale and offset kept in float32.
 `kernel` says which one a process uses and why; ``LOSSLESS_INT4_KERNEL=torch`` keeps torch's.
 """
@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lossless.engine.weights import q4_kernel
+from lossless.engine.weights import block_kernels
 from lossless.errors import UsageError
 
 GROUP = 32  # weights per Q4 block: the kernel's group size
@@ -41,7 +41,7 @@ KERNELS = {
 
 def kernel(asked: str | None = None) -> tuple[str, str]:
     """The int4 kernel to use ("q8" or "torch", `KERNELS`) and one line saying why. ``asked``: auto, q8 or
-    torch; None reads ``LOSSLESS_INT4_KERNEL`` (default auto: ours where `q4_kernel.available`)."""
+    torch; None reads ``LOSSLESS_INT4_KERNEL`` (default auto: ours where `block_kernels.available`)."""
     return _kernel(asked or os.environ.get("LOSSLESS_INT4_KERNEL") or "auto")
 
 
@@ -51,9 +51,9 @@ def _kernel(asked: str) -> tuple[str, str]:
         raise UsageError(f"int4 kernel {asked!r}: choose auto, q8 or torch (LOSSLESS_INT4_KERNEL)")
     if asked == "torch":
         return "torch", f"{KERNELS['torch']} (asked for)"
-    why_not = q4_kernel.available()
+    why_not = block_kernels.available()
     if why_not is None:
-        return "q8", KERNELS["q8"].format(isa=q4_kernel.best())
+        return "q8", KERNELS["q8"].format(isa=block_kernels.best())
     if asked == "q8":
         raise UsageError(f"int4 kernel q8 asked for, but {why_not}")
     return "torch", f"{KERNELS['torch']} (not ours: {why_not})"
@@ -124,8 +124,8 @@ class Int4Linear(nn.Module):
         if self.kernel == "q8":
             # ours reads a weight as scale * q + offset (torch's as (q - 8) * scale + zero)
             offset = (weight.zero.double() - 8 * weight.scale.double()).float()
-            packed, scales = q4_kernel.pack(weight.codes, weight.scale, offset)
-            self.q4_linear = q4_kernel.op()  # held: torch.compile traces the call, not the lookup
+            packed, scales = block_kernels.pack(weight.codes, weight.scale, offset)
+            self.q4_linear = block_kernels.op()  # held: torch.compile traces the call, not the lookup
         else:
             packed = torch._convert_weight_to_int4pack_for_cpu(weight.codes.to(torch.int32), 1)
             both = torch.stack([weight.scale, weight.zero], dim=-1).transpose(0, 1)  # [K / 32, N, 2]
@@ -175,14 +175,14 @@ class Q8Linear(nn.Module):
         pad = -self.out_features % ROWS
         unsigned = (F.pad(codes, (0, 0, 0, pad)).to(torch.int16) + 128).to(torch.uint8)  # q + 128: 0..255
         d = F.pad(scale.float(), (0, 0, 0, pad))
-        packed, scales = q4_kernel.pack8(unsigned, d, -128 * d)  # d * (q + 128) - 128 d
+        packed, scales = block_kernels.pack8(unsigned, d, -128 * d)  # d * (q + 128) - 128 d
         self.packed: Tensor
         self.scales: Tensor
         self.register_buffer("packed", packed, persistent=False)
         self.register_buffer("scales", scales, persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        y = q4_kernel.q8_linear(x.reshape(-1, self.in_features), self.packed, self.scales)
+        y = block_kernels.q8_linear(x.reshape(-1, self.in_features), self.packed, self.scales)
         return y[:, : self.out_features].reshape(*x.shape[:-1], self.out_features)
 
 
@@ -193,7 +193,7 @@ def use_q8_output(model: nn.Module, q8: tuple[Tensor, Tensor] | None, kernel_nam
     layer = getattr(model, "output", None)
     if q8 is None or not isinstance(layer, nn.Linear) or tuple(layer.weight.shape) != tuple(q8[0].shape):
         return False
-    if kernel(kernel_name)[0] != "q8" or q4_kernel.best() != "avx512":
+    if kernel(kernel_name)[0] != "q8" or block_kernels.best() != "avx512":
         return False
     model.output = Q8Linear(layer.weight, *q8)
     return True

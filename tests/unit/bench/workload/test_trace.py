@@ -55,8 +55,13 @@ def test_offsets_are_relative_to_the_first_line_and_scaled_by_speed(tmp_path: Pa
 
 
 def test_shared_leading_hash_ids_share_a_text_prefix(tmp_path: Path) -> None:
-    rows = [row(0, 1500, ids=[1, 2, 3]), row(1, 1400, ids=[1, 2, 4]), row(2, 1500, ids=[5, 2, 3]),
-            row(3, 1024, ids=[1, 2]), row(4, 600, ids=[1, 2])]  # fmt: skip
+    rows = [
+        row(0, 1500, ids=[1, 2, 3]),
+        row(1, 1400, ids=[1, 2, 4]),
+        row(2, 1500, ids=[5, 2, 3]),
+        row(3, 1024, ids=[1, 2]),
+        row(4, 600, ids=[1, 2]),
+    ]
     for encoder in (None, CHARS):
         a, b, c, d, e = (p.text for _, p in load(write(tmp_path, rows), encoder=encoder))
         blocks = d  # exactly two whole blocks, ids 1 and 2
@@ -225,20 +230,34 @@ def test_bad_files_and_options(tmp_path: Path) -> None:
 # --- ShareGPT ----------------------------------------------------------------------------------------
 
 CONVERSATIONS: list[Any] = [
-    {"id": "a1", "conversations": [{"from": "human", "value": "Hello there"},
-                                   {"from": "gpt", "value": "Hi! How can I help you today?"},
-                                   {"from": "human", "value": "Tell me a joke"}]},
-    {"id": "b2", "conversations": [{"from": "system", "value": "Be brief."},
-                                   {"from": "user", "value": "Name a colour"},
-                                   {"from": "assistant", "value": "Blue"}]},
+    {
+        "id": "a1",
+        "conversations": [
+            {"from": "human", "value": "Hello there"},
+            {"from": "gpt", "value": "Hi! How can I help you today?"},
+            {"from": "human", "value": "Tell me a joke"},
+        ],
+    },
+    {
+        "id": "b2",
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "user", "value": "Name a colour"},
+            {"from": "assistant", "value": "Blue"},
+        ],
+    },
     {"id": "c3", "conversations": [{"from": "gpt", "value": "I start, nobody asks"}]},
-    {"conversations": [{"role": "user", "content": "What is 2 + 2?"},
-                       {"role": "assistant", "content": "It is four, as everyone knows"},
-                       {"role": "assistant", "content": "Really"},
-                       {"role": "user", "content": " "},
-                       {"role": "assistant", "content": "blank turns and their replies are dropped"}]},
+    {
+        "conversations": [
+            {"role": "user", "content": "What is 2 + 2?"},
+            {"role": "assistant", "content": "It is four, as everyone knows"},
+            {"role": "assistant", "content": "Really"},
+            {"role": "user", "content": " "},
+            {"role": "assistant", "content": "blank turns and their replies are dropped"},
+        ]
+    },
     {"id": "d4"},
-]  # fmt: skip
+]
 EXPECTED = [
     Dialogue("a1", ("Hello there", "Tell me a joke"), (7, 0)),
     Dialogue("b2", ("Name a colour",), (1,), "Be brief."),

@@ -18,7 +18,7 @@ from exact_models import (
 )
 
 from lossless.draft.data import TOP, WINDOW, AnsweredPrompt
-from lossless.draft.train import Anchors, draft_vocab, evaluate, losses
+from lossless.draft.train import Anchors, draft_vocab, evaluate_head, losses
 from lossless.engine.model.sampling import SamplingParams
 from lossless.engine.speculate.drafts import NgramDrafter
 from lossless.engine.speculate.head import DSparkHead, HeadConfig, load_head, save_head
@@ -33,8 +33,9 @@ DRAFT_VOCAB = torch.tensor([0, 1, 2, 3, 5, 7])  # 4 and 6 can never be drafted: 
 
 def micro_head(seed: int = 3, block: int = 3) -> DSparkHead:
     target, _ = micro_pair()
-    config = HeadConfig(dim=MICRO.dim, vocab_size=MICRO.vocab_size, window=4, block=block, heads=4, ffn=32,
-                        rank=4)  # fmt: skip
+    config = HeadConfig(
+        dim=MICRO.dim, vocab_size=MICRO.vocab_size, window=4, block=block, heads=4, ffn=32, rank=4
+    )
     torch.manual_seed(seed)
     head = DSparkHead(config, target.tok_embeddings.weight.detach().float(), DRAFT_VOCAB)
     with torch.no_grad():  # a random head that is sharp enough to be accepted sometimes
@@ -115,8 +116,9 @@ def test_a_grafted_lookup_chain_is_told_only_what_its_own_branch_accepted() -> N
     want: list[tuple[int, int]] = []
     gen, params = torch.Generator().manual_seed(0), SamplingParams(temperature=0.9, top_k=4)
     for _ in range(40):
-        steps = speculative_decode(target, drafter, [1, 5, 2, 7, 1, 5], params, max_new_tokens=12, k_max=3,
-                                   generator=gen)  # fmt: skip
+        steps = speculative_decode(
+            target, drafter, [1, 5, 2, 7, 1, 5], params, max_new_tokens=12, k_max=3, generator=gen
+        )
         for step, chain in zip(list(steps)[1:-1], chains, strict=False):  # the last step is never heard
             if chain:
                 on_chain = step.token_ids[0] == chain[0]
@@ -144,8 +146,9 @@ def test_greedy_tree_decoding_gives_the_plain_greedy_text() -> None:
     target, _ = micro_pair()
     greedy = SamplingParams(temperature=0.0)
     for prompt in ([1, 5, 2, 7, 3], [4, 4, 0], [6, 1, 2, 3, 5, 7, 0, 2]):
-        plain = speculative_decode(target, HeadDrafter(micro_head(), 0.0), prompt, greedy, max_new_tokens=12,
-                                   k_max=0)  # fmt: skip
+        plain = speculative_decode(
+            target, HeadDrafter(micro_head(), 0.0), prompt, greedy, max_new_tokens=12, k_max=0
+        )
         drafter = _Trees(micro_head(), 0.0, tree=8)
         trees = speculative_decode(target, drafter, prompt, greedy, max_new_tokens=12, k_max=3)
         assert [t for s in trees for t in s.token_ids] == [t for s in plain for t in s.token_ids]
@@ -198,8 +201,17 @@ def test_drafts_stay_in_the_draft_vocabulary_with_q_zero_outside() -> None:
     drafter = _Capture(micro_head(), threshold=0.0)
     gen = torch.Generator().manual_seed(0)
     for _ in range(20):
-        list(speculative_decode(target, drafter, [1, 5, 2], SamplingParams(temperature=1.0),
-                                max_new_tokens=8, k_max=3, generator=gen))  # fmt: skip
+        list(
+            speculative_decode(
+                target,
+                drafter,
+                [1, 5, 2],
+                SamplingParams(temperature=1.0),
+                max_new_tokens=8,
+                k_max=3,
+                generator=gen,
+            )
+        )
     made = [(t, q) for t, q in drafter.drafts if t]
     assert made
     for tokens, q in made:
@@ -219,11 +231,19 @@ def test_confidence_threshold_sets_the_draft_length() -> None:
             head.conf.bias.fill_(0.0)  # confidence ~ 0.5: a product that halves per position
             head.conf.weight.zero_()
         drafter = _Capture(head, threshold=threshold)
-        out = [t for s in speculative_decode(target, drafter, [1, 5, 2], greedy, max_new_tokens=10, k_max=3)
-               for t in s.token_ids]  # fmt: skip
+        out = [
+            t
+            for s in speculative_decode(target, drafter, [1, 5, 2], greedy, max_new_tokens=10, k_max=3)
+            for t in s.token_ids
+        ]
         lengths[threshold] = [len(t) for t, _ in drafter.drafts]
-        plain = [t for s in speculative_decode(target, _Capture(head, 1.0), [1, 5, 2], greedy,
-                                               max_new_tokens=10, k_max=0) for t in s.token_ids]  # fmt: skip
+        plain = [
+            t
+            for s in speculative_decode(
+                target, _Capture(head, 1.0), [1, 5, 2], greedy, max_new_tokens=10, k_max=0
+            )
+            for t in s.token_ids
+        ]
         assert out == plain  # greedy output never depends on the drafter
     assert max(lengths[0.0]) == 3 and max(lengths[0.999999]) == 0
     # 0.5, 0.25, 0.125: a threshold of 0.3 stops before the second position
@@ -292,7 +312,7 @@ def test_anchors_line_up_windows_targets_and_target_distributions() -> None:
     assert (b["top_ids"][:, :, 0] == b["target"])[b["valid"]].all()  # up to each answer's last token
     parts = losses(head, b)
     assert parts["tv"].shape == (6, 3) and bool(((parts["tv"] >= 0) & (parts["tv"] <= 1)).all())
-    report = evaluate(head, data)
+    report = evaluate_head(head, data)
     assert 1.0 <= report["expected_length_t1"] <= 4.0
 
 
@@ -331,8 +351,17 @@ def test_a_head_loaded_for_a_bfloat16_target_drafts_in_bfloat16_and_samples_floa
     target, _ = micro_pair()
     drafter = _Capture(loaded, threshold=0.0)
     gen = torch.Generator().manual_seed(0)
-    list(speculative_decode(target, drafter, [1, 5, 2], SamplingParams(temperature=1.0), max_new_tokens=8,
-                            k_max=3, generator=gen))  # fmt: skip
+    list(
+        speculative_decode(
+            target,
+            drafter,
+            [1, 5, 2],
+            SamplingParams(temperature=1.0),
+            max_new_tokens=8,
+            k_max=3,
+            generator=gen,
+        )
+    )
     made = [(t, q) for t, q in drafter.drafts if t]
     assert made and all(q is not None and q.dtype == torch.float32 for _, q in made)
     assert all(torch.allclose(q.sum(-1), torch.ones(len(t))) for t, q in made)  # type: ignore[union-attr]

@@ -122,9 +122,16 @@ def draw_constrained(
             tokens = [t for _, step in zip(range(NEW), source, strict=False) for t in step.token_ids]
         else:
             steps = speculative_decode(
-                target, drafter, PROMPT, PARAMS, max_new_tokens=NEW, k_max=3, generator=gen,
-                stats=stats, constraint=constraint(),
-            )  # fmt: skip
+                target,
+                drafter,
+                PROMPT,
+                PARAMS,
+                max_new_tokens=NEW,
+                k_max=3,
+                generator=gen,
+                stats=stats,
+                constraint=constraint(),
+            )
             tokens = [t for step in steps for t in step.token_ids]
         out.append(tuple(tokens))
     return out, stats

@@ -169,6 +169,13 @@ def test_a_tree_is_cut_to_the_cache_that_is_left() -> None:
     """Near the end of the context a tree keeps its first nodes only (parents first: still a tree)."""
     target, _ = micro_pair()  # a 64-position cache
     prompt = [1, 2, 3] * 20  # 60 tokens: 4 slots left, the pending token's included
-    steps = speculative_decode(target, RandomTrees(12), prompt, PARAMS, max_new_tokens=4, k_max=3,
-                               generator=torch.Generator().manual_seed(0))  # fmt: skip
+    steps = speculative_decode(
+        target,
+        RandomTrees(12),
+        prompt,
+        PARAMS,
+        max_new_tokens=4,
+        k_max=3,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert sum(len(s.token_ids) for s in steps) == 4

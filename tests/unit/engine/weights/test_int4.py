@@ -27,14 +27,14 @@ from lossless.engine.speculate.drafts import ModelDrafter
 from lossless.engine.speculate.head import DSparkHead, HeadConfig, save_head
 from lossless.engine.speculate.head_drafter import HeadDrafter
 from lossless.engine.speculate.spec import parse_drafter_spec
-from lossless.engine.weights import q4_kernel
+from lossless.engine.weights import block_kernels
 from lossless.engine.weights.gguf import dequantize, q4_weight
 from lossless.engine.weights.quant import Int4Linear, Int4Weight, Q8Linear, use_int4
 from lossless.errors import UsageError
 
 Q = gguf.GGMLQuantizationType
 # the int4 kernels on this machine: torch's everywhere, ours (q8) where it builds
-KERNELS = ["torch"] + (["q8"] if q4_kernel.available() is None else [])
+KERNELS = ["torch"] + (["q8"] if block_kernels.available() is None else [])
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
@@ -58,7 +58,7 @@ def test_codes_scale_and_zero_mean_what_the_file_means(kind: Q) -> None:
 
 def test_int4_linear_is_the_dense_product_of_the_same_weights() -> None:
     weight = q4_weight("Q4_1", blocks(Q.Q4_1, 64, 128, seed=1), (64, 128))
-    layer = Int4Linear(weight, "torch")  # ours: test_q4_kernel
+    layer = Int4Linear(weight, "torch")  # ours: test_block_kernels
     x = torch.randn(2, 5, 128).to(torch.bfloat16)
     dense = x.double() @ weight.dense(torch.float64).T
     torch.testing.assert_close(layer(x).double(), dense, rtol=0.02, atol=0.05)
@@ -114,7 +114,8 @@ def test_a_q8_0_output_layer_runs_on_the_files_blocks_beside_int4_ones(
     on torch's int4 kernel, or read as dense weights, the layer stays what it was."""
     path = write_gguf(tiny_checkpoint, tmp_path / "tiny-q4_1-q8_0.gguf", Q.Q4_1, output=Q.Q8_0)
     ours = Engine.load(path, dtype="int4", int4_kernel="auto")
-    ours_here = ours.int4_kernel is not None and ours.int4_kernel[0] == "q8" and q4_kernel.best() == "avx512"
+    ours_here = ours.int4_kernel is not None and ours.int4_kernel[0] == "q8"
+    ours_here = ours_here and block_kernels.best() == "avx512"
     assert (ours.output_layer == "q8") == ours_here
     assert Engine.load(path, dtype="int4", int4_kernel="torch").output_layer != "q8"
     assert Engine.load(path, dtype="float32").output_layer is None

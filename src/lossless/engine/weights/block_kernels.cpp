@@ -1,0 +1,214 @@
+// The int4 product llama.cpp computes for Q4_0 / Q4_1 weights, on AVX-512 VNNI (or AVX2): activations
+// rounded to int8 per block of 32 (llama.cpp's Q8_1), 4-bit codes times int8 activations summed in int32
+// (vpdpbusd), scaled per block in float32. Built and loaded by block_kernels.py; registered as an operator
+// (lossless::q4_linear_avx512 / _avx2) so a torch.compile graph calls it like any aten op.
+//
+// Layout (block_kernels.pack): rows in groups of 16, one 32-bit lane per row. For group g and block b of 32
+// columns, codes[g][b] holds 4 chunks of 64 bytes; in chunk j, row r's 4 bytes t = 0..3 hold column
+// 4j + t in the low nibble and column 16 + 4j + t in the high one. One vpdpbusd then adds 4 columns
+// of 16 rows. scales[g][b] holds the 16 rows' d, then their m (a weight is d * code + m).
+//
+// The AVX-512 build also has the same product for 8-bit codes (lossless::q8_linear_avx512, Q8_0 weights
+// offset by 128: block_kernels.pack8), which the output layer uses (quant.Q8Linear).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kRows = 16, kBlock = 32, kBytes = 256;
+
+struct Activations {  // x [M, K] as int8 per block of 32: x ~= d * q, s = d * sum(q)
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+};
+
+template <typename T>
+Activations quantize(const T* x, int64_t m, int64_t k) {
+  const int64_t blocks = m * k / kBlock;
+  Activations a{std::vector<int8_t>(m * k), std::vector<float>(blocks), std::vector<float>(blocks)};
+  float v[kBlock];
+  for (int64_t i = 0; i < blocks; i++) {
+    float amax = 0.f;
+    for (int t = 0; t < kBlock; t++) {
+      v[t] = static_cast<float>(x[i * kBlock + t]);
+      amax = std::max(amax, std::fabs(v[t]));
+    }
+    const float d = amax / 127.f, inv = d != 0.f ? 1.f / d : 0.f;
+    int sum = 0;
+    for (int t = 0; t < kBlock; t++) {
+      const int q = static_cast<int>(std::nearbyint(v[t] * inv));
+      a.q[i * kBlock + t] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    a.d[i] = d;
+    a.s[i] = d * static_cast<float>(sum);
+  }
+  return a;
+}
+
+// Activation row `row`'s int8 codes for chunk j of block b, 4 bytes each: columns 4j..4j+3 (against the
+// low nibbles) and 16+4j..16+4j+3 (against the high ones)
+struct Words {
+  int32_t low, high;
+};
+
+inline Words words(const Activations& a, int64_t row, int64_t k, int64_t b, int j) {
+  const int8_t* x = a.q.data() + row * k + b * kBlock + 4 * j;
+  Words w;
+  std::memcpy(&w.low, x, 4);
+  std::memcpy(&w.high, x + 16, 4);
+  return w;
+}
+
+#if defined(__AVX512VNNI__)
+// MR activation rows (one to four) against one group of 16 weight rows -> out[r * ldo + 0..15]. BITS 8: the
+// same for 8-bit codes (Q8_0 weights, offset by 128 so that vpdpbusd reads them unsigned), a block of 32
+// columns in 8 chunks of 64 bytes, chunk j row r's 4 bytes the columns 4j..4j+3
+template <int MR, int BITS>
+void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, const float* scales,
+           float* out, int64_t ldo) {
+  const int64_t blocks = k / kBlock, bytes = kBytes * BITS / 4;
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512 acc[MR];
+  for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; b++) {
+    __m512i dot[MR];
+    for (int r = 0; r < MR; r++) dot[r] = _mm512_setzero_si512();
+    for (int j = 0; j < BITS; j++) {  // 64-byte chunks a block: 4 of nibble pairs, or 8 of bytes
+      const __m512i w = _mm512_loadu_si512(codes + b * bytes + j * 64);
+      if constexpr (BITS == 4) {
+        const __m512i lo = _mm512_and_si512(w, low), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+        for (int r = 0; r < MR; r++) {
+          const Words x = words(a, row0 + r, k, b, j);
+          dot[r] = _mm512_dpbusd_epi32(dot[r], lo, _mm512_set1_epi32(x.low));
+          dot[r] = _mm512_dpbusd_epi32(dot[r], hi, _mm512_set1_epi32(x.high));
+        }
+      } else {
+        for (int r = 0; r < MR; r++) {
+          int32_t x;
+          std::memcpy(&x, a.q.data() + (row0 + r) * k + b * kBlock + 4 * j, 4);
+          dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_set1_epi32(x));
+        }
+      }
+    }
+    const __m512 d = _mm512_loadu_ps(scales + b * 2 * kRows), m = _mm512_loadu_ps(scales + b * 2 * kRows + kRows);
+    for (int r = 0; r < MR; r++) {
+      const int64_t i = (row0 + r) * blocks + b;
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.d[i])), acc[r]);
+      acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(a.s[i]), acc[r]);
+    }
+  }
+  for (int r = 0; r < MR; r++) _mm512_storeu_ps(out + r * ldo, acc[r]);
+}
+#else
+// The same on AVX2 without VNNI, llama.cpp's way: vpmaddubsw adds two code x activation products into
+// 16 bits (at most 2 * 15 * 127, no saturation), vpmaddwd with ones adds two of those into 32; each
+// 64-byte chunk is two halves of 8 rows.
+template <int MR, int BITS>
+void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, const float* scales,
+           float* out, int64_t ldo) {
+  static_assert(BITS == 4, "8-bit codes need AVX-512 VNNI");
+  const int64_t blocks = k / kBlock;
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 acc[MR][2];
+  for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; b++) {
+    __m256i dot[MR][2];
+    for (int r = 0; r < MR; r++) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+      for (int h = 0; h < 2; h++) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + b * kBytes + j * 64 + h * 32));
+        const __m256i lo = _mm256_and_si256(w, low), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+        for (int r = 0; r < MR; r++) {
+          const Words x = words(a, row0 + r, k, b, j);
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(x.low)),
+                                             _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x.high)));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m256 d = _mm256_loadu_ps(scales + b * 2 * kRows + h * 8);
+      const __m256 m = _mm256_loadu_ps(scales + b * 2 * kRows + kRows + h * 8);
+      for (int r = 0; r < MR; r++) {
+        const int64_t i = (row0 + r) * blocks + b;
+        const __m256 sum = _mm256_cvtepi32_ps(dot[r][h]);
+        acc[r][h] = _mm256_fmadd_ps(sum, _mm256_mul_ps(d, _mm256_set1_ps(a.d[i])), acc[r][h]);
+        acc[r][h] = _mm256_fmadd_ps(m, _mm256_set1_ps(a.s[i]), acc[r][h]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; r++) {
+    _mm256_storeu_ps(out + r * ldo, acc[r][0]);
+    _mm256_storeu_ps(out + r * ldo + 8, acc[r][1]);
+  }
+}
+#endif
+
+template <int MR, int BITS>
+void rows(const Activations& a, int64_t row0, int64_t k, int64_t groups, const uint8_t* codes,
+          const float* scales, float* out, int64_t n) {
+  const int64_t blocks = k / kBlock, bytes = kBytes * BITS / 4;
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; g++) {
+      const uint8_t* c = codes + g * blocks * bytes;
+      const float* s = scales + g * blocks * 2 * kRows;
+      group<MR, BITS>(a, row0, k, c, s, out + row0 * n + g * kRows, n);
+    }
+  });
+}
+
+template <int BITS>
+at::Tensor linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
+  const int64_t bytes = kBytes * BITS / 4;
+  TORCH_CHECK(x.dim() == 2 && codes.dim() == 3 && scales.dim() == 4, "q4_linear: x [M, K], codes [G, B, 256 or 512], scales [G, B, 2, 16]");
+  TORCH_CHECK(codes.scalar_type() == at::kByte && scales.scalar_type() == at::kFloat, "q4_linear: uint8 codes, float32 scales");
+  TORCH_CHECK(codes.size(2) == bytes && codes.is_contiguous() && scales.is_contiguous(), "q4_linear: packed weights expected");
+  const int64_t m = x.size(0), k = x.size(1), groups = codes.size(0), n = groups * kRows;
+  TORCH_CHECK(k == codes.size(1) * kBlock, "q4_linear: x has ", k, " columns, the weights ", codes.size(1) * kBlock);
+  const at::Tensor xc = x.contiguous();
+  Activations a;
+  if (xc.scalar_type() == at::kBFloat16) {
+    a = quantize(xc.data_ptr<at::BFloat16>(), m, k);
+  } else {
+    TORCH_CHECK(xc.scalar_type() == at::kFloat, "q4_linear: bfloat16 or float32 activations");
+    a = quantize(xc.data_ptr<float>(), m, k);
+  }
+  at::Tensor out = at::empty({m, n}, x.options().dtype(at::kFloat));
+  const uint8_t* c = codes.data_ptr<uint8_t>();
+  const float* s = scales.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t row0 = 0; row0 < m; row0 += 4) {  // the weights are read once per 4 activation rows
+    switch (std::min<int64_t>(4, m - row0)) {
+      case 1: rows<1, BITS>(a, row0, k, groups, c, s, o, n); break;
+      case 2: rows<2, BITS>(a, row0, k, groups, c, s, o, n); break;
+      case 3: rows<3, BITS>(a, row0, k, groups, c, s, o, n); break;
+      default: rows<4, BITS>(a, row0, k, groups, c, s, o, n); break;
+    }
+  }
+  return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
+}
+
+}  // namespace
+
+// Q4_OP names the build (q4_linear_avx512, q4_linear_avx2): both may be loaded in one process. The 8-bit
+// product (q8_linear_avx512) is built on AVX-512 VNNI only: AVX2's vpmaddubsw would saturate on 8-bit codes
+TORCH_LIBRARY_FRAGMENT(lossless, m) {
+  m.def(Q4_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
+#if defined(__AVX512VNNI__)
+  m.def(Q8_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
+#endif
+}
+TORCH_LIBRARY_IMPL(lossless, CPU, m) {
+  m.impl(Q4_OP, linear<4>);
+#if defined(__AVX512VNNI__)
+  m.impl(Q8_OP, linear<8>);
+#endif
+}

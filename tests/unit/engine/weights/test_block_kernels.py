@@ -1,0 +1,172 @@
+"""Our int4 kernel (`block_kernels`): llama.cpp's Q4 x Q8 product. Against a float64 emulation of that
+product (activations rounded to int8 per block of 32, the file's weights exactly) it agrees to float32
+rounding, for every row count and both Q4 types; it is built once into $LOSSLESS_HOME/kernels with
+nothing half-written; `quant.kernel` says which kernel serves and refuses a bad choice by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import torch
+
+from lossless.engine import cpu
+from lossless.engine.weights import block_kernels
+from lossless.engine.weights.gguf import q4_weight, q8_weight
+from lossless.engine.weights.quant import Int4Linear, Int4Weight, Q8Linear, kernel
+from lossless.errors import UsageError
+
+Q = gguf.GGMLQuantizationType
+WHY_NOT = block_kernels.available()
+needs_kernel = pytest.mark.skipif(WHY_NOT is not None, reason=f"our int4 kernel: {WHY_NOT}")
+# every instruction set this CPU runs (an AVX-512 CPU runs the AVX2 build too), each built and loaded
+HERE = [isa for isa, (needs, _) in block_kernels.ISAS.items() if set(needs) <= cpu.flags()]
+BUILT = [isa for isa in HERE if block_kernels.load_kernels(isa) is None]
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+def file_weight(kind: Q, rows: int, cols: int, seed: int = 0) -> Int4Weight:
+    values = np.random.default_rng(seed).normal(0, 0.3, (rows, cols)).astype(np.float32)
+    raw = gguf.quants.quantize(values, kind).reshape(-1, gguf.GGML_QUANT_SIZES[kind][1])
+    return q4_weight(kind.name, raw, (rows, cols))
+
+
+def q8_product(x: torch.Tensor, weight: Int4Weight | torch.Tensor) -> torch.Tensor:
+    """The product the kernel means, in float64: each block of 32 activations rounded to int8 as the
+    kernel rounds them (scale amax / 127, codes x * (1 / scale) to nearest, ties to even, in float32),
+    times the file's weights (dense float64, or an Int4Weight's)."""
+    m, k = x.shape
+    blocks = x.float().view(m, k // 32, 32)
+    scale = blocks.abs().amax(-1, keepdim=True) / 127
+    inverse = torch.where(scale > 0, 1 / scale, torch.zeros_like(scale))
+    codes = (blocks * inverse).round()
+    dense = weight.dense(torch.float64, "q8") if isinstance(weight, Int4Weight) else weight
+    return (codes.double() * scale.double()).view(m, k) @ dense.T
+
+
+@pytest.mark.parametrize("isa", BUILT)
+@pytest.mark.parametrize("kind", [Q.Q4_0, Q.Q4_1])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9])
+def test_the_kernel_is_llama_cpps_product_to_float32_rounding(kind: Q, rows: int, isa: str) -> None:
+    weight = file_weight(kind, 48, 96, seed=rows)
+    packed = block_kernels.pack(weight.codes, weight.scale, weight.zero - 8 * weight.scale)
+
+    def layer(x: torch.Tensor) -> torch.Tensor:
+        return block_kernels.q4_linear(x, *packed, isa=isa)
+
+    x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
+    x[0, 32:64] = 0  # an all-zero block: scale 0, no division by it
+    want = q8_product(x, weight)
+    got = layer(x)
+    assert got.dtype == torch.float32 and got.shape == (rows, 48)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+    # bfloat16 in, bfloat16 out: the same sums, rounded once at the end
+    x16 = x.to(torch.bfloat16)
+    want16 = q8_product(x16.float(), weight)
+    torch.testing.assert_close(layer(x16).double(), want16, rtol=8e-3, atol=1e-5 * float(want16.abs().max()))
+    # and near the exact product: int8 activations cost about half a percent
+    exact = x.double() @ weight.dense(torch.float64, "q8").T
+    assert float((got.double() - exact).norm() / exact.norm()) < 0.02
+
+
+@pytest.mark.skipif("avx512" not in BUILT, reason="the 8-bit kernel is built for AVX-512 VNNI only")
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9])
+def test_the_8bit_kernel_is_llama_cpps_q8_0_product(rows: int) -> None:
+    """The output layer on a file's Q8_0 blocks (`Q8Linear`): the same product for 8-bit codes, the
+    file's weights d * q exactly, 50 output rows (not a multiple of the kernel's 16)."""
+    values = np.random.default_rng(rows).normal(0, 0.3, (50, 96)).astype(np.float32)
+    raw = gguf.quants.quantize(values, Q.Q8_0).reshape(-1, gguf.GGML_QUANT_SIZES[Q.Q8_0][1])
+    codes, d = q8_weight(raw, (50, 96))
+    exact = (codes.double().view(50, 3, 32) * d.double()[..., None]).view(50, 96)
+    layer = Q8Linear(exact.to(torch.bfloat16), codes, d)
+    x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
+    x[0, 32:64] = 0  # an all-zero block
+    want = q8_product(x, exact)
+    got = layer(x)
+    assert got.dtype == torch.float32 and got.shape == (rows, 50)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+    assert float((got.double() - x.double() @ exact.T).norm() / want.norm()) < 0.02  # int8 activations
+
+
+@pytest.mark.skipif(len(BUILT) < 2, reason="one instruction set here: nothing to compare")
+def test_every_instruction_set_gives_the_same_bits() -> None:
+    """Integer sums are exact and the float steps run in the same order per row: an AVX2 machine
+    serves the numerics an AVX-512 one does."""
+    weight = Int4Weight.quantize(torch.randn(96, 576, generator=torch.Generator().manual_seed(2)))
+    packed = block_kernels.pack(weight.codes, weight.scale, weight.zero - 8 * weight.scale)
+    for rows in (1, 3, 40):
+        x = torch.randn(rows, 576).to(torch.bfloat16)
+        outs = [block_kernels.q4_linear(x, *packed, isa=isa) for isa in BUILT]
+        assert all(torch.equal(outs[0], out) for out in outs[1:])
+
+
+@needs_kernel
+def test_packing_keeps_every_code_scale_and_offset_in_place() -> None:
+    """Unpack the kernel's layout by its own description and get the weights back."""
+    weight = file_weight(Q.Q4_1, 32, 64)
+    offset = weight.zero - 8 * weight.scale
+    packed, scales = block_kernels.pack(weight.codes, weight.scale, offset)
+    g, b = 32 // 16, 64 // 32
+    assert packed.shape == (g, b, 256) and scales.shape == (g, b, 2, 16)
+    chunks = packed.view(g, b, 4, 16, 4)  # group, block, chunk j, row r, byte t
+    low, high = chunks & 0x0F, chunks >> 4  # columns 4j + t and 16 + 4j + t
+    cols = torch.cat([low.permute(0, 3, 1, 2, 4), high.permute(0, 3, 1, 2, 4)], dim=3)  # g, r, b, 2x4, 4
+    assert torch.equal(cols.reshape(32, 64), weight.codes)
+    assert torch.equal(scales[:, :, 0].permute(0, 2, 1).reshape(32, 2), weight.scale)
+    assert torch.equal(scales[:, :, 1].permute(0, 2, 1).reshape(32, 2), offset)
+
+
+@needs_kernel
+def test_rows_off_the_tiles_are_padded_and_a_mismatch_is_refused() -> None:
+    weight = Int4Weight.quantize(torch.randn(37, 64, generator=torch.Generator().manual_seed(1)))
+    layer = Int4Linear(weight, "q8")
+    x = torch.randn(2, 3, 64)
+    got = layer(x)
+    assert got.shape == (2, 3, 37)
+    torch.testing.assert_close(
+        got.view(6, 37).double(), q8_product(x.view(6, 64), weight), rtol=1e-5, atol=1e-5
+    )
+    with pytest.raises(RuntimeError, match="x has 32 columns, the weights 64"):
+        block_kernels.q4_linear(torch.randn(1, 32), layer.packed, layer.scales)
+    assert BUILT == HERE and HERE[0] == block_kernels.best()  # every instruction set here built
+
+
+@needs_kernel
+@pytest.mark.slow  # one graph compiled with inductor's C++ wrapper
+def test_a_compiled_graph_calls_the_kernel() -> None:
+    weight = file_weight(Q.Q4_0, 64, 128)
+    layer = Int4Linear(weight, "q8")
+    compiled = torch.compile(lambda x: torch.relu(layer(x)) * 2, dynamic=True, options={"cpp_wrapper": True})
+    for rows in (1, 3):
+        x = torch.randn(rows, 128).to(torch.bfloat16)
+        assert torch.equal(compiled(x), torch.relu(layer(x)) * 2)
+
+
+@needs_kernel
+@pytest.mark.slow  # compiles the C++ file (~15 s on 2 cores)
+def test_the_build_lands_whole_in_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isa = block_kernels.best()
+    assert isa is not None
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path))
+    library = block_kernels._build("g++", isa)
+    assert library.parent == tmp_path / "kernels" and library.stat().st_size > 0
+    assert [p.name for p in library.parent.iterdir()] == [library.name]  # no temporary folder left
+    assert block_kernels._build("g++", isa) == library  # the second time: found, not rebuilt
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "other"))
+    with pytest.raises(Exception, match=r"no-such-compiler|No such file"):
+        block_kernels._build("no-such-compiler", isa)
+    assert not any((tmp_path / "other" / "kernels").iterdir())
+
+
+def test_the_kernel_choice_is_said_and_a_bad_one_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert kernel("torch") == ("torch", "torch's kernel, bfloat16 activations (asked for)")
+    name, why = kernel("auto")
+    assert name == ("q8" if WHY_NOT is None else "torch")
+    assert WHY_NOT is None or WHY_NOT in why
+    with pytest.raises(UsageError, match="int4 kernel 'fast': choose auto, q8 or torch"):
+        kernel("fast")
+    monkeypatch.setenv("LOSSLESS_INT4_KERNEL", "torch")
+    assert kernel(None)[0] == "torch"
+    assert Int4Linear(file_weight(Q.Q4_0, 16, 32)).kernel == "torch"
