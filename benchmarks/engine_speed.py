@@ -48,11 +48,6 @@ from pathlib import Path
 import httpx
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
-from speculative_speed import SUITES
-from third_party import LlamaServer, VllmServer, hf_folder, vllm_python
-
 from lossless.analyze.distribution import describe
 from lossless.engine.cpu import native_bfloat16
 from lossless.engine.engine import Engine
@@ -61,6 +56,7 @@ from lossless.engine.speculate.spec import parse_drafter_spec
 from lossless.engine.weights.packed import pack_output
 from lossless.engine.weights.quant import Q8Linear
 from lossless.models import resolve
+from support import SUITES, LlamaServer, VllmServer, hf_folder, vllm_python
 
 Run = Callable[[list[int], int], None]  # (prompt ids, tokens to make)
 SETTLE_S = 1.0  # a pause after each engine's runs, before the next engine's

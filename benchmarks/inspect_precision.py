@@ -17,18 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
-
-from third_party import LlamaCppServer, requantize
-
 from lossless.client.endpoints import Endpoint
 from lossless.inspect import precision
+from support import LlamaCppServer, requantize
 
 RIGHT = {"ours float32": "float32", "ours bfloat16": "bfloat16", "llama.cpp Q2_K": "llama.cpp Q2_K"}
 

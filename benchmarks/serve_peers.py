@@ -35,10 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
-from third_party import LlamaServer, LosslessServer, VllmServer, hf_folder
-
 from lossless import models
+from support import LlamaServer, LosslessServer, VllmServer, hf_folder
 
 SUITES = ("short", "grounded")  # open chat, and answers that quote a passage the prompt holds
 LLAMA_SPEC = ("ngram-simple", "ngram-mod", "ngram-map-k")  # its model-free drafters (no draft GGUF exists)

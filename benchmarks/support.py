@@ -32,7 +32,16 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 import third_party  # the module too: verify_calibration.py builds a server of ours on its _Server
 from llama_vocab import VERSION as LLAMA_VOCAB_VERSION, vocab_files
-from third_party import LlamaCppServer, TransformersServer, VllmServer, hf_folder, requantize, vllm_python
+from third_party import (
+    LlamaCppServer,
+    LlamaServer,
+    LosslessServer,
+    TransformersServer,
+    VllmServer,
+    hf_folder,
+    requantize,
+    vllm_python,
+)
 from tiny_checkpoint import write_tiny_checkpoint
 
 __all__ = [
@@ -44,6 +53,8 @@ __all__ = [
     "SUITES",
     "TYPOS",
     "LlamaCppServer",
+    "LlamaServer",
+    "LosslessServer",
     "TransformersServer",
     "VllmServer",
     "hf_folder",

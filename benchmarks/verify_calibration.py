@@ -46,15 +46,12 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
-
-from third_party import LlamaServer, LosslessServer as OursServer, VllmServer, hf_folder, requantize
-
 from lossless import models
 from lossless.client.endpoints import Endpoint
 from lossless.verify.budget import BUDGETS
 from lossless.verify.result import VerifyConfig
 from lossless.verify.run import verify
+from support import LlamaServer, LosslessServer as OursServer, VllmServer, hf_folder, requantize
 
 MODEL = models.SMOLLM2.name  # what our server answers to; llama.cpp answers to any name, vLLM to its own
 VERDICTS = ("equivalent", "inconclusive", "different")

@@ -8,6 +8,7 @@ record with ``error_kind`` set, never an exception and never dropped.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
@@ -198,6 +199,10 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
 # RequestRecord's field annotations (strings: records.py uses postponed annotations) -> a test of a value
 _BY_ANNOTATION: dict[str, Callable[[Any], bool]] = {
     "str": lambda v: isinstance(v, str),
@@ -209,6 +214,10 @@ _BY_ANNOTATION: dict[str, Callable[[Any], bool]] = {
     "tuple[tuple[str, str], ...]": lambda v: (
         isinstance(v, tuple)
         and all(isinstance(p, tuple) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in v)
+    ),
+    "tuple[tuple[str, float], ...]": lambda v: (
+        isinstance(v, tuple)
+        and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and _number(p[1]) for p in v)
     ),
 }
 # a field whose annotation is not above goes unchecked; tests/unit/cli/test_cli_bad_input.py says when one is

@@ -40,8 +40,10 @@ def test_bench_reads_its_usage_timings_and_metrics_in_every_api(llama_server: Ll
     # goes out on a new one (client/http.py); before that, every second one failed
     assert entry["requests"] == {"ok": 6, "failed": 0, "cancelled": 0, "attempts": 6, "errors": {}}
     assert entry["n_out_sources"] == {"usage": 6}
-    for metric in ("ttft_ms", "tpot_ms", "output_tps", "e2e_ms"):
-        assert entry[metric]["n"] >= 5 and entry[metric]["p50"] > 0, metric
+    # a raw prompt may be answered by an end-of-text at once (no token, so no TTFT): some must not be
+    for metric in ("ttft_ms", "tpot_ms", "output_tps"):
+        assert entry[metric]["n"] >= 1 and entry[metric]["p50"] > 0, metric
+    assert entry["e2e_ms"]["n"] == 6
     assert entry["served_by"]["headers"]["server"] == {"llama.cpp": 6}
     counters = entry["server_metrics"]["counters"]  # its /metrics, folded over the run
     made = entry["n_out"]["mean"] * entry["n_out"]["n"]  # what the answers' usage said, together
@@ -62,7 +64,8 @@ def test_probe_reads_what_llama_server_honours(llama_server: LlamaServer) -> Non
     )  # fmt: skip
     for name in honoured:
         assert got[name] == "honoured", name
-    assert got["n=3"] == "rejected"  # one choice only, and it says so
+    # n > 1 takes a slot a choice: with 4 slots (the fixture's) it answers 3 choices; with one it refuses
+    assert got["n=3"] == "honoured"
     assert got["unknown field lossless_canary_field"] == "ignored"
     # with --jinja it reads tools in the formats its template analysis knows; SmolLM2's template has none
     assert got["tools"] == "unsupported"
@@ -104,7 +107,7 @@ def test_verify_our_server_against_llama_server_on_the_same_weights(
     assert (code, doc["verdict"]) == (0, "equivalent"), doc["reasons"]
     distance = doc["logprob_distance"]
     assert distance["value"] > 0 and distance["ci95"][1] < doc["procedure"]["tolerance_nats"], distance
-    assert distance["nearest"].startswith("two implementations")
+    assert "requantization" not in distance["nearest"], distance  # a figure of the same weights
 
 
 def inspected(server: LlamaServer) -> dict[str, Any]:

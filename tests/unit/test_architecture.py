@@ -305,11 +305,6 @@ def test_test_modules_have_names_of_their_own() -> None:
 # --- benchmarks ---------------------------------------------------------------------------------------
 
 REPO = Path(__file__).parents[2]
-UNMOVED = {
-    "engine_speed.py",
-    "verify_calibration.py",
-    "inspect_precision.py",
-}  # left for the verify/bench owners
 
 
 def benchmark_problems(folder: Path, ours: set[str]) -> list[str]:
@@ -318,7 +313,7 @@ def benchmark_problems(folder: Path, ours: set[str]) -> list[str]:
     each use of ``sys.path``, outside support.py."""
     problems = []
     for path in sorted(folder.glob("*.py")):
-        if path.name in {"support.py", *UNMOVED}:
+        if path.name == "support.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []

@@ -79,12 +79,7 @@ SHARED: dict[str, frozenset[str]] = {
     ),
     "render_terminal": frozenset({"report/advise.py", "report/compare.py", "report/trend.py"}),
     # two ideas under one name, in files this change could not edit
-    "Task": frozenset({"tasks/task.py", "verify/collect.py"}),  # left for the verify/bench owners
-    "load_tasks": frozenset({"tasks/task.py", "verify/collect.py"}),  # left for the verify/bench owners
-    "compare": frozenset({"cli/saved.py", "verify/two_sample.py"}),  # left for the verify/bench owners
-    "describe": frozenset(  # left for the verify/bench owners
-        {"analyze/distribution.py", "bench/token_exact.py", "verify/budget.py"}
-    ),
+    "describe": frozenset({"analyze/distribution.py", "bench/token_exact.py"}),  # left for the bench owners
     "served_by": frozenset({"analyze/server_side.py", "report/notes.py"}),  # left for the verify/bench owners
     "write": frozenset({"report/html.py", "rundir.py"}),  # left for the verify/bench owners
     "Series": frozenset({"report/svg.py", "watch/trends.py"}),  # left for the verify/bench owners

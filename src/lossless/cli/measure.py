@@ -27,7 +27,7 @@ from lossless.cli.common import (
 )
 from lossless.probe.options import ProbeOptions
 from lossless.rundir import PROBE, VERIFY
-from lossless.verify.budget import BUDGETS, Criteria, describe
+from lossless.verify.budget import BUDGETS, Criteria, describe_budget
 from lossless.verify.options import VerifyOptions
 
 P, V = ProbeOptions(), VerifyOptions()
@@ -76,7 +76,7 @@ def probe(url: str | None, overwrite: bool, **opts: Any) -> None:
 
 
 def _budgets() -> str:
-    return "; ".join(f"{name} {describe(b, Criteria())}" for name, b in BUDGETS.items())
+    return "; ".join(f"{name} {describe_budget(b, Criteria())}" for name, b in BUDGETS.items())
 
 
 @click.command(

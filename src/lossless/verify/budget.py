@@ -128,7 +128,7 @@ def can_show(budget: Budget, criteria: Criteria, tasks: int | None = None) -> tu
     return detects, bound, "; ".join(why)
 
 
-def describe(budget: Budget, criteria: Criteria) -> str:
+def describe_budget(budget: Budget, criteria: Criteria) -> str:
     detects, _, cannot = can_show(budget, criteria)
     sizes = f"{budget.label} in {budget.looks} looks" if budget.looks > 1 else budget.label
     what = "finds differences only" if cannot else "confirms equivalence"

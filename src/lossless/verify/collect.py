@@ -41,18 +41,18 @@ PROMPTS = (
 
 
 @dataclass(frozen=True)
-class Task:
+class Question:
     id: str
     prompt: str
     answer: str  # compared with the first word of the reply, lower-cased, punctuation stripped
 
 
-def load_tasks() -> tuple[Task, ...]:
+def load_questions() -> tuple[Question, ...]:
     text = resources.files("lossless.verify").joinpath("tasks.jsonl").read_text(encoding="utf-8")
-    return tuple(Task(**json.loads(line)) for line in text.splitlines() if line.strip())
+    return tuple(Question(**json.loads(line)) for line in text.splitlines() if line.strip())
 
 
-def graded(task: Task, reply_text: str) -> bool:
+def graded(task: Question, reply_text: str) -> bool:
     words = reply_text.strip().split()
     return bool(words) and words[0].strip(string.punctuation).lower() == task.answer.lower()
 
@@ -119,8 +119,13 @@ class Caller:
         """The logprobs object of ``prompt`` echoed and scored (plus one generated token), or None."""
         if self.scoring is None:
             return None
-        body = {"prompt": prompt, "echo": True, "logprobs": SCORING[self.scoring], "max_tokens": 1,
-                "temperature": 0}  # fmt: skip
+        body = {
+            "prompt": prompt,
+            "echo": True,
+            "logprobs": SCORING[self.scoring],
+            "max_tokens": 1,
+            "temperature": 0,
+        }
         reply = await self.post(body, "/completions")
         lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
         return lp if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list) else None
@@ -166,8 +171,13 @@ class TextScore:
 def _text_score(lp: dict[str, Any], start: int, end: int, top: int) -> TextScore | None:
     """The text's tokens: those whose offset falls in [start, end) (the prompt's are not scored)."""
     tops = lp.get("top_logprobs") if top else None
-    rows = zip(lp["token_logprobs"], lp.get("text_offset") or [], lp.get("tokens") or repeat(""),
-               tops or repeat(None), strict=False)  # fmt: skip
+    rows = zip(
+        lp["token_logprobs"],
+        lp.get("text_offset") or [],
+        lp.get("tokens") or repeat(""),
+        tops or repeat(None),
+        strict=False,
+    )
     picked = [(v, at, str(token), alts) for v, at, token, alts in rows if v is not None and start <= at < end]
     if not picked:
         return None
@@ -267,8 +277,8 @@ async def greedy(caller: Caller, prompts: tuple[str, ...], max_tokens: int) -> l
     return list(await asyncio.gather(*(one(p) for p in prompts)))
 
 
-async def solve(caller: Caller, tasks: tuple[Task, ...]) -> list[bool | None]:
-    async def one(task: Task) -> bool | None:
+async def solve(caller: Caller, tasks: tuple[Question, ...]) -> list[bool | None]:
+    async def one(task: Question) -> bool | None:
         reply = await caller.complete(task.prompt, 8, 0.0, None, logprobs=False)
         return graded(task, reply.text) if reply.ok else None
 

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from lossless.analyze.paired import Paired
 from lossless.verify.budget import Criteria, Look
-from lossless.verify.distance import Distance
+from lossless.verify.distance import LogprobDistance
 from lossless.verify.two_sample import Finding, holm
 
 Verdict = Literal["equivalent", "different", "inconclusive"]
@@ -81,7 +81,7 @@ def decide(
     sample_sd: float | None = None,
     gap: Gap | None = None,
     tasks: Paired | None,
-    distance: Distance | None = None,
+    distance: LogprobDistance | None = None,
     problems: Sequence[str] = (),
     extra: Sequence[tuple[str, float]] = (),
     look: Look = ONE_LOOK,
@@ -130,6 +130,53 @@ def decide(
     return Decision(verdict, said, **base, settled=verdict == "equivalent" or look.final)
 
 
+def _distance_short(distance: LogprobDistance | None, level: float) -> list[str]:
+    """Why the distance does not yet bound the difference below the tolerance ([] when it does, or when
+    there is no test of it)."""
+    if distance is None or distance.p_below is None or distance.p_below < level:
+        return []
+    return [
+        f"the log-probability distance {distance.value:.3g} nats a token (excess 95% CI "
+        f"[{distance.ci95[0]:.3g}, {distance.ci95[1]:.3g}]) is not yet below the tolerance "
+        f"{distance.tolerance:g} (p={distance.p_below:.3g}, this look's level {level:.2g})"
+    ]
+
+
+def _score_short(
+    criteria: Criteria, gap: Gap | None, bound: float | None, sample_sd: float | None
+) -> list[str]:
+    tolerance = None if sample_sd is None else criteria.tolerance_sd * sample_sd
+    if gap is None or bound is None or tolerance is None or bound <= tolerance:
+        return []
+    room = tolerance - abs(gap.difference)
+    more = (
+        f"about {math.ceil(((bound - abs(gap.difference)) / room) ** 2 * 10) / 10:g}x the samples would "
+        "settle it"
+        if room > 0
+        else "the difference itself is at the tolerance"
+    )
+    return [
+        f"the score difference is bounded to +-{bound:.3g} nats/token, not within the tolerance "
+        f"+-{tolerance:.3g} ({criteria.tolerance_sd:g} sd): {more}"
+    ]
+
+
+def _tasks_short(criteria: Criteria, tasks: Paired | None) -> list[str]:
+    if not tasks or tasks.equivalent:
+        return []
+    width, centre = (tasks.ci90[1] - tasks.ci90[0]) / 2, abs(tasks.ci90[1] + tasks.ci90[0]) / 2
+    room = criteria.margin - centre  # what the half-width must shrink to, the centre staying put
+    more = (
+        f"about {math.ceil((width / room) ** 2 * 10) / 10:g}x the tasks would settle it"
+        if room > 0
+        else "the difference itself is at the margin"
+    )
+    return [
+        f"task accuracy difference 90% CI [{tasks.ci90[0]:+.2f}, {tasks.ci90[1]:+.2f}] is not within "
+        f"+-{criteria.margin:g}: {more}"
+    ]
+
+
 def _beside(
     adjusted: Sequence[float], level: float, tasks: Paired | None, extra: Sequence[tuple[str, float]]
 ) -> list[str]:
@@ -148,7 +195,7 @@ def _beside(
     return found
 
 
-def distance_above(d: Distance) -> str:
+def distance_above(d: LogprobDistance) -> str:
     """What a rejection of "within the tolerance" says."""
     return (
         f"log-probabilities: the same tokens are {d.value:.3g} nats apart (baseline against itself "
@@ -202,43 +249,16 @@ def _equivalence(
     detectable: float | None,
     sample_sd: float | None,
     tasks: Paired | None,
-    distance: Distance | None = None,
+    distance: LogprobDistance | None = None,
     level: float = 0.05,
 ) -> tuple[Verdict, tuple[str, ...]]:
     """``level``: this look's share of ``alpha_equivalent``, for the distance's test."""
-    short: list[str] = []
     close = distance is not None and distance.p_below is not None and distance.p_below < level
-    if distance is not None and distance.p_below is not None and not close:
-        short.append(
-            f"the log-probability distance {distance.value:.3g} nats a token (excess 95% CI "
-            f"[{distance.ci95[0]:.3g}, {distance.ci95[1]:.3g}]) is not yet below the tolerance "
-            f"{distance.tolerance:g} (p={distance.p_below:.3g}, this look's level {level:.2g})"
-        )
-    tolerance = None if sample_sd is None else criteria.tolerance_sd * sample_sd
-    if gap is not None and bound is not None and tolerance is not None and bound > tolerance:
-        room = tolerance - abs(gap.difference)
-        more = (
-            f"about {math.ceil(((bound - abs(gap.difference)) / room) ** 2 * 10) / 10:g}x the samples would "
-            "settle it"
-            if room > 0
-            else "the difference itself is at the tolerance"
-        )
-        short.append(
-            f"the score difference is bounded to +-{bound:.3g} nats/token, not within the tolerance "
-            f"+-{tolerance:.3g} ({criteria.tolerance_sd:g} sd): {more}"
-        )
-    if tasks and not tasks.equivalent:
-        width, centre = (tasks.ci90[1] - tasks.ci90[0]) / 2, abs(tasks.ci90[1] + tasks.ci90[0]) / 2
-        room = criteria.margin - centre  # what the half-width must shrink to, the centre staying put
-        more = (
-            f"about {math.ceil((width / room) ** 2 * 10) / 10:g}x the tasks would settle it"
-            if room > 0
-            else "the difference itself is at the margin"
-        )
-        short.append(
-            f"task accuracy difference 90% CI [{tasks.ci90[0]:+.2f}, {tasks.ci90[1]:+.2f}] is not within "
-            f"+-{criteria.margin:g}: {more}"
-        )
+    short = [
+        *_distance_short(distance, level),
+        *_score_short(criteria, gap, bound, sample_sd),
+        *_tasks_short(criteria, tasks),
+    ]
     if short:
         return "inconclusive", tuple(short)
     said = []

@@ -56,7 +56,7 @@ class PromptTokens:
 
 
 @dataclass(frozen=True)
-class Distance:
+class LogprobDistance:
     """The run's distance (nats a token) and what it says against the tolerance."""
 
     source: str  # how the tokens were paired (paired_tokens.SOURCES)
@@ -74,7 +74,7 @@ class Distance:
 
 def estimate(
     prompts: Sequence[PromptTokens], tolerance: float, source: str, seed: int = 0
-) -> Distance | None:
+) -> LogprobDistance | None:
     """The distance from every prompt with paired tokens; None when none has any."""
     kept = [p for p in prompts if p.apart]
     if not kept:
@@ -90,7 +90,7 @@ def estimate(
     p_above = (1 + int(np.sum(null >= t))) / (RESAMPLES + 1) if testable else None
     p_below = (1 + int(np.sum(null <= t))) / (RESAMPLES + 1) if testable else None
     value = float(apart.mean())
-    return Distance(
+    return LogprobDistance(
         source=source,
         value=value,
         noise=float(noise.mean()),

@@ -59,7 +59,7 @@ async def gather(
     answers and the tasks are asked once, at the first look; each look pairs the tokens of new prompts'
     greedy answers for the log-probability distance."""
     b, every = config.budget, collect.PROMPTS
-    prompts, tasks = every[: b.prompts], collect.load_tasks()[: b.tasks]
+    prompts, tasks = every[: b.prompts], collect.load_questions()[: b.tasks]
     gate = asyncio.Semaphore(config.concurrency)
     async with (
         Wire(baseline, config.timeout, api=config.api) as wb,
@@ -77,20 +77,17 @@ async def gather(
         known: dict[Context, Alternatives] = {}
         for look in looks(b):
             await _draw_look(base, cand, b, focus, look, s0, pool)
-            x1, x2, y = pool.scored
-            # every prompt's draws under its index in PROMPTS: the long sets', then the repeats'
-            y2: list[list[Sample]] = [[] for _ in every]
-            for j, group in zip(focus, pool.repeats, strict=True):
-                y2[j] = [d.sample for d in group]
-            # the baseline's distributions are read through the completions API: chat draws are another
-            # context
-            tested = ([g + h for g, h in zip(x1, x2, strict=True)], with_repeats(y, y2))
-            if config.api == "completions":
+            sets = _sets(pool, focus)
+            if config.api == "completions":  # the baseline's distributions are read as completions
+                tested = (
+                    [g + h for g, h in zip(sets[0], sets[1], strict=True)],
+                    with_repeats(sets[2], sets[3]),
+                )
                 known |= await _contexts_known(base, every, tested, known)
             if source is not None and (more := paired_tokens.look_prompts(look.index)):
                 phase(f"verify: {len(more)} prompts' greedy answers scored by both ({source})")
                 tokens = max(paired_tokens.TOKENS, b.max_tokens)
-                paired += await paired_tokens.pair(base, cand, source, more, tokens)
+                paired += await paired_tokens.pair_tokens(base, cand, source, more, tokens)
             if look.index == 0:
                 phase("verify: greedy answers and tasks")
                 greedy = await asyncio.gather(
@@ -98,20 +95,44 @@ async def gather(
                 )
                 solved, parity = await _tasks(base, cand, (baseline, candidate), tasks, config)
             said = list(notes)
-            a1, a2, c1 = pool.drawn
-            problems = [
-                *_failures(base, said),
-                *_failures(cand, said),
-                *_not_sampling(base, [g + h for g, h in zip(a1, a2, strict=True)], said),
-            ]
-            _not_sampling(cand, c1, said)  # the candidate's: a note, the sampling tests show the difference
+            problems = _problems(base, cand, pool, said)
             yield Evidence(
-                ([list(g) for g in x1], [list(g) for g in x2], [list(g) for g in y], y2), dict(known),
-                tuple(greedy), (solved[0], solved[1]), tuple(paired), source,
-                tuple(dict.fromkeys(said + base.notes + cand.notes)), tuple(problems),
-                {"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()}, base.draw_tokens, parity,
-                look, base.sent + cand.sent,
-            )  # fmt: skip
+                sets=sets,
+                known=dict(known),
+                greedy=tuple(greedy),
+                tasks=(solved[0], solved[1]),
+                paired=tuple(paired),
+                source=source,
+                notes=tuple(dict.fromkeys(said + base.notes + cand.notes)),
+                problems=tuple(problems),
+                capabilities={"baseline": caps[0].as_dict(), "candidate": caps[1].as_dict()},
+                draw_tokens=base.draw_tokens,
+                tool_parity=parity,
+                look=look,
+                requests=base.sent + cand.sent,
+            )
+
+
+def _sets(pool: _Pool, focus: tuple[int, ...]) -> tuple[list[list[Sample]], ...]:
+    """The sample sets as judged: baseline A, A', candidate (as the baseline scored them), and every
+    prompt's repeats under its index in PROMPTS (empty but at the focus prompts)."""
+    x1, x2, y = pool.scored
+    y2: list[list[Sample]] = [[] for _ in collect.PROMPTS]
+    for j, group in zip(focus, pool.repeats, strict=True):
+        y2[j] = [d.sample for d in group]
+    return [list(g) for g in x1], [list(g) for g in x2], [list(g) for g in y], y2
+
+
+def _problems(base: Caller, cand: Caller, pool: _Pool, said: list[str]) -> list[str]:
+    """Why the data cannot carry a verdict but inconclusive (notes of lesser trouble go to ``said``)."""
+    a1, a2, c1 = pool.drawn
+    problems = [
+        *_failures(base, said),
+        *_failures(cand, said),
+        *_not_sampling(base, [g + h for g, h in zip(a1, a2, strict=True)], said),
+    ]
+    _not_sampling(cand, c1, said)  # the candidate's: a note, the sampling tests show the difference
+    return problems
 
 
 @dataclass
@@ -139,20 +160,27 @@ async def _draw_look(
     prompts = every[: b.prompts]
     before = look.before
     if look.index == 0:
-        phase(f"verify: {look.samples} samples of {b.prompts} prompts, twice from the baseline, once "
-              f"from the candidate ({b.max_tokens} tokens each)")  # fmt: skip
+        phase(
+            f"verify: {look.samples} samples of {b.prompts} prompts, twice from the baseline, once "
+            f"from the candidate ({b.max_tokens} tokens each)"
+        )
     else:
-        phase(f"verify: not settled by {before} samples: look {look.index + 1} of {b.looks}, "
-              f"{look.samples - before} more of each prompt from each set")  # fmt: skip
+        phase(
+            f"verify: not settled by {before} samples: look {look.index + 1} of {b.looks}, "
+            f"{look.samples - before} more of each prompt from each set"
+        )
     # the repeats grow with the samples: the contexts test gains power with the rest
     each = b.repeats // max(1, len(focus))
     first, upto = each * before // look.schedule[0], each * look.samples // look.schedule[0]
     new = await asyncio.gather(
-        *(collect.draw(c, prompts, range(before, look.samples), b.max_tokens, s0 + k * SEED_STRIDE)
-          for k, c in enumerate((base, base, cand))),
-        collect.draw(cand, tuple(every[j] for j in focus), range(first, upto), b.repeat_tokens,
-                     s0 + 3 * SEED_STRIDE),
-    )  # fmt: skip
+        *(
+            collect.draw(c, prompts, range(before, look.samples), b.max_tokens, s0 + k * SEED_STRIDE)
+            for k, c in enumerate((base, base, cand))
+        ),
+        collect.draw(
+            cand, tuple(every[j] for j in focus), range(first, upto), b.repeat_tokens, s0 + 3 * SEED_STRIDE
+        ),
+    )
     for old, got in zip((*pool.drawn, pool.repeats), new, strict=True):
         for group, more in zip(old, got, strict=True):
             group.extend(more)
@@ -167,7 +195,7 @@ async def _tasks(
     base: Caller,
     cand: Caller,
     sides: tuple[Endpoint, Endpoint],
-    tasks: tuple[collect.Task, ...],
+    tasks: tuple[collect.Question, ...],
     config: VerifyConfig,
 ) -> tuple[tuple[list[bool | None], list[bool | None]], ToolParity | None]:
     """Right or wrong per task on each side: the bundled questions, or ``--tasks``' set run by the task

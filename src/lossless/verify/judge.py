@@ -12,31 +12,28 @@ from lossless.verify.decide import Gap, decide
 from lossless.verify.distance import estimate
 from lossless.verify.evidence import Evidence, with_repeats
 from lossless.verify.result import Procedure, VerifyConfig, VerifyResult
-from lossless.verify.two_sample import EFFECTS, compare, contexts, detectable, pooled_sd, score_se
+from lossless.verify.two_sample import (
+    EFFECTS,
+    Finding,
+    Sample,
+    compare_sets,
+    contexts,
+    detectable,
+    pooled_sd,
+    score_se,
+)
 
 
 def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evidence) -> VerifyResult:
     """The evidence of one look -> its findings and decision (``settled`` or not)."""
-    x1, x2, y, y2 = ev.sets
+    x1, x2, y, _ = ev.sets
     pooled = [a + b for a, b in zip(x1, x2, strict=True)]
     b, c, look = config.budget, config.criteria, ev.look
     extra = ev.tool_parity.findings() if ev.tool_parity else ()
-    # the A/B tests, task accuracy, tool parity, the distance: Holm's m
-    family = len(EFFECTS) + 1 + len(extra) + 1
-    level, aa_level = look.level(c.alpha) / family, c.alpha_aa / len(EFFECTS)  # Holm's strictest levels
-    # enough permutations that the smallest p-value they can give, 1 / (n + 1), is well below Holm's
-    # strictest level at this look (its share of alpha, over the family)
-    n_perm = max(b.permutations, math.ceil(4 / min(level, aa_level)))
-    # characters stand in for tokens when sampled answers came without token boundaries: ~4 a token
-    kw = {"n_perm": n_perm, "length": b.max_tokens * (1 if ev.draw_tokens else 4)}
+    # Holm's strictest level: the A/B tests, task accuracy, tool parity and the distance are its m
+    level = look.level(c.alpha) / (len(EFFECTS) + 1 + len(extra) + 1)
     seed = config.seed + 4 * look.index  # each look's permutations its own
-    aa = compare(x1, x2, seed=seed, level=aa_level, **kw)
-    ab = compare(pooled, y, seed=seed + 1, level=level, **kw)
-    # contexts: each side's own draws against the baseline's distribution; A/A from its two sets
-    aa_ctx = contexts(pooled, ev.known, n_null=n_perm, seed=seed + 2, level=aa_level)
-    ab_ctx = contexts(with_repeats(y, y2), ev.known, n_null=n_perm, seed=seed + 3, level=level)
-    if aa_ctx is not None and ab_ctx is not None:
-        aa, ab = [*aa, aa_ctx], [*ab, ab_ctx]
+    aa, ab = _findings(config, ev, pooled, level, seed)
     se = score_se(pooled, y)
     mde = None if se is None else detectable(se, level)
     score = next((t for t in ab if t.name == "mean_score"), None)
@@ -48,15 +45,59 @@ def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evi
     sd = pooled_sd([a + b for a, b in zip(pooled, y, strict=True)])
     distance = None if ev.source is None else estimate(ev.paired, c.tolerance, ev.source, seed=seed)
     decision = decide(
-        aa, ab, c, detectable=mde, sample_sd=sd, gap=gap, tasks=paired, distance=distance,
-        problems=ev.problems, extra=extra, look=look,
-    )  # fmt: skip
+        aa,
+        ab,
+        c,
+        detectable=mde,
+        sample_sd=sd,
+        gap=gap,
+        tasks=paired,
+        distance=distance,
+        problems=ev.problems,
+        extra=extra,
+        look=look,
+    )
     tested = distance is not None and distance.p_above is not None
     procedure = Procedure(look, ev.requests, c, scored=gap is not None, distanced=tested)
     return VerifyResult(
-        baseline, candidate, b, decision, tuple(aa), tuple(ab), paired, distance,
-        greedy_diagnostic(*ev.greedy), ev.notes, ev.capabilities, ev.tool_parity, config.api, procedure,
-    )  # fmt: skip
+        baseline,
+        candidate,
+        b,
+        decision,
+        tuple(aa),
+        tuple(ab),
+        paired,
+        distance,
+        greedy_diagnostic(*ev.greedy),
+        ev.notes,
+        ev.capabilities,
+        ev.tool_parity,
+        config.api,
+        procedure,
+    )
+
+
+def _findings(
+    config: VerifyConfig, ev: Evidence, pooled: list[list[Sample]], level: float, seed: int
+) -> tuple[list[Finding], list[Finding]]:
+    """The A/A tests (the baseline's two sets) and the A/B ones (its pooled sets against the candidate's),
+    the contexts test with them where both sides drew at repeated contexts."""
+    x1, x2, y, y2 = ev.sets
+    b, c = config.budget, config.criteria
+    aa_level = c.alpha_aa / len(EFFECTS)
+    # enough permutations that the smallest p-value they can give, 1 / (n + 1), is well below Holm's
+    # strictest level at this look (its share of alpha, over the family)
+    n_perm = max(b.permutations, math.ceil(4 / min(level, aa_level)))
+    # characters stand in for tokens when sampled answers came without token boundaries: ~4 a token
+    kw = {"n_perm": n_perm, "length": b.max_tokens * (1 if ev.draw_tokens else 4)}
+    aa = compare_sets(x1, x2, seed=seed, level=aa_level, **kw)
+    ab = compare_sets(pooled, y, seed=seed + 1, level=level, **kw)
+    # contexts: each side's own draws against the baseline's distribution; A/A from its two sets
+    aa_ctx = contexts(pooled, ev.known, n_null=n_perm, seed=seed + 2, level=aa_level)
+    ab_ctx = contexts(with_repeats(y, y2), ev.known, n_null=n_perm, seed=seed + 3, level=level)
+    if aa_ctx is not None and ab_ctx is not None:
+        aa, ab = [*aa, aa_ctx], [*ab, ab_ctx]
+    return aa, ab
 
 
 def greedy_diagnostic(

@@ -78,7 +78,7 @@ TOKENS = 32  # per greedy answer: enough tokens per prompt, cheap next to the sa
 
 
 @dataclass(frozen=True)
-class Answer:
+class GreedyAnswer:
     """A greedy answer as its endpoint generated it, token by token."""
 
     tokens: tuple[str, ...]
@@ -104,7 +104,9 @@ def source_of(base: Caller, cand: Caller, api: str) -> str | None:
     return "greedy" if base.tokens and cand.tokens else None
 
 
-async def pair(base: Caller, cand: Caller, source: str, indices: range, tokens: int) -> list[PromptTokens]:
+async def pair_tokens(
+    base: Caller, cand: Caller, source: str, indices: range, tokens: int
+) -> list[PromptTokens]:
     """Every prompt's paired tokens; a prompt whose requests failed is left out."""
     got = await asyncio.gather(*(_one(base, cand, source, j, tokens) for j in indices))
     return [p for p in got if p is not None]
@@ -113,14 +115,14 @@ async def pair(base: Caller, cand: Caller, source: str, indices: range, tokens: 
 async def _one(base: Caller, cand: Caller, source: str, j: int, n: int) -> PromptTokens | None:
     prompt = DISTANCE_PROMPTS[j]
     if source == "teacher-forced":
-        first = await answer(base, prompt, n)
+        first = await greedy_answer(base, prompt, n)
         if first is None or not first.text:
             return None
         s1, s2, s3 = await asyncio.gather(*(c.score(prompt, first.text) for c in (base, base, cand)))
         if s1 is None or s2 is None or s3 is None:
             return None
         return PromptTokens(j, tuple(_same_tokens(s1, s3)), tuple(_same_tokens(s1, s2)))
-    answers = await asyncio.gather(*(answer(c, prompt, n) for c in (base, base, cand)))
+    answers = await asyncio.gather(*(greedy_answer(c, prompt, n) for c in (base, base, cand)))
     a, again, c = answers
     if a is None or again is None or c is None:
         return None
@@ -134,7 +136,7 @@ async def _one(base: Caller, cand: Caller, source: str, j: int, n: int) -> Promp
     return PromptTokens(j, tuple(_generated_vs_scored(generated, len(prompt), scored)), tuple(noise))
 
 
-async def answer(caller: Caller, prompt: str, n: int) -> Answer | None:
+async def greedy_answer(caller: Caller, prompt: str, n: int) -> GreedyAnswer | None:
     """The greedy answer with each token's log-probability and its likeliest alternatives."""
     reply = await caller.complete(prompt, n, 0.0, None, logprobs=True, top=5)
     if not reply.ok:
@@ -143,7 +145,7 @@ async def answer(caller: Caller, prompt: str, n: int) -> Answer | None:
     if values is None or len(values) != len(units):
         return None
     lp = reply.choices[0].logprobs if reply.choices else None
-    return Answer(units, values, _tops(lp, len(units)), reply.text)
+    return GreedyAnswer(units, values, _tops(lp, len(units)), reply.text)
 
 
 def _tops(lp: Any, n: int) -> tuple[dict[str, float], ...]:
@@ -169,7 +171,7 @@ def _tops(lp: Any, n: int) -> tuple[dict[str, float], ...]:
     return tuple(tops[:n]) + ({},) * max(0, n - len(tops))
 
 
-def _along(a: Answer, b: Answer) -> list[float]:
+def _along(a: GreedyAnswer, b: GreedyAnswer) -> list[float]:
     """|a - b| of the chosen tokens until the answers part; where they part, each side's token among the
     other's alternatives (when listed): the one context there is still shared."""
     out = []
@@ -192,7 +194,7 @@ def _same_tokens(a: TextScore, b: TextScore) -> list[float]:
     return [abs(v - theirs[at, token]) for at, token, v in a.tokens if (at, token) in theirs]
 
 
-def _generated_vs_scored(generated: Answer, start: int, scored: TextScore) -> list[float]:
+def _generated_vs_scored(generated: GreedyAnswer, start: int, scored: TextScore) -> list[float]:
     """A generated answer's own log-probabilities against another's scores of the same tokens, paired by
     offset (the generated tokens' offsets counted from the prompt's end) and text."""
     theirs = {(at, token): v for at, token, v in scored.tokens}

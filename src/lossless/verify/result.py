@@ -9,7 +9,7 @@ from lossless.analyze.paired import Paired
 from lossless.client.endpoints import Endpoint, public_url
 from lossless.verify.budget import BUDGETS, Budget, Criteria, Look
 from lossless.verify.decide import Decision
-from lossless.verify.distance import Distance
+from lossless.verify.distance import LogprobDistance
 from lossless.verify.two_sample import EFFECTS, Finding
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class VerifyResult:
     aa: tuple[Finding, ...]
     ab: tuple[Finding, ...]
     tasks: Paired | None
-    distance: Distance | None
+    distance: LogprobDistance | None
     greedy: dict[str, Any]
     notes: tuple[str, ...] = ()
     capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)  # per side, what detect found

@@ -35,19 +35,24 @@ def run(options: VerifyOptions) -> VerifyResult:
     """Verify the two endpoints given; with none, the embedded engine's speculative decoding (the default
     drafter) against its plain decoding, two servers over one copy of the weights."""
     config = VerifyConfig(
-        options.budget, options.api, options.seed, Criteria(tolerance=options.tolerance),
-        timeout=options.timeout, logprobs=options.logprobs,
+        options.budget,
+        options.api,
+        options.seed,
+        Criteria(tolerance=options.tolerance),
+        timeout=options.timeout,
+        logprobs=options.logprobs,
         # loaded before any server starts or request is sent: a wrong name fails at once
         task_set=load_set(options.task_set)[: options.tasks_limit] if options.task_set else None,
-    )  # fmt: skip
+    )
     named = pair(options)
     tasks = len(config.task_set) if config.task_set is not None else None
     if cannot := can_show(config.budget, config.criteria, tasks)[2]:  # said before any sample is drawn
         stderr_console().print(
             f"note: --budget {config.budget.label} cannot confirm equivalence ({cannot}): it can find "
             "differences, and ends inconclusive where it finds none",
-            highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            highlight=False,
+            soft_wrap=True,
+        )
     if not named:
         # one engine behind two servers: its requests take turns, so neither server slows the other
         config = replace(config, concurrency=1)

@@ -50,11 +50,17 @@ class ToolParity:
         f1, f1_aa = (f"{v:.2f}" if v is not None else "-" for v in (self.trigger_f1, self.trigger_f1_aa))
         b, _, c = (f"{v:.0%}" if v is not None else "-" for v in self.schema_valid)
         return [
-            (f"tool-call triggers disagree with the baseline's on {self.disagree} of {self.tasks} tasks "
-             f"(A/A {self.disagree_aa}; trigger F1 {f1}, A/A {f1_aa})", self.p_trigger),
-            (f"tool-call arguments valid against their schema {c} of {self.calls[2]} (baseline {b} of "
-             f"{self.calls[0]})", self.p_schema),
-        ]  # fmt: skip
+            (
+                f"tool-call triggers disagree with the baseline's on {self.disagree} of {self.tasks} tasks "
+                f"(A/A {self.disagree_aa}; trigger F1 {f1}, A/A {f1_aa})",
+                self.p_trigger,
+            ),
+            (
+                f"tool-call arguments valid against their schema {c} of {self.calls[2]} (baseline {b} of "
+                f"{self.calls[0]})",
+                self.p_schema,
+            ),
+        ]
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,13 @@ def parity(base: Sequence[TaskRun], again: Sequence[TaskRun], cand: Sequence[Tas
         table = [[valid[0], calls[0] - valid[0]], [valid[2], calls[2] - valid[2]]]
         p_schema = float(stats.fisher_exact(table).pvalue)
     return ToolParity(
-        len(trios), f1(b, c), f1(b, b2), disagree, disagree_aa,
-        p_trigger if disagree > disagree_aa else 1.0, (calls[0], calls[1], calls[2]),
-        (share[0], share[1], share[2]), p_schema,
-    )  # fmt: skip
+        len(trios),
+        f1(b, c),
+        f1(b, b2),
+        disagree,
+        disagree_aa,
+        p_trigger if disagree > disagree_aa else 1.0,
+        (calls[0], calls[1], calls[2]),
+        (share[0], share[1], share[2]),
+        p_schema,
+    )

@@ -167,7 +167,7 @@ def _threshold(null: Floats, level: float) -> float:
     return float(np.quantile(null, 1 - level)) if len(null) else float("inf")
 
 
-def compare(
+def compare_sets(
     x: Sequence[Sequence[Sample]],
     y: Sequence[Sequence[Sample]],
     *,
@@ -274,8 +274,9 @@ def contexts(
         pairs, samples = pairs + n * (n - 1), samples + n
     if not pairs:
         return None
-    return Finding("contexts", observed, _p_value(observed, null), observed / pairs, 0, samples,
-                   _threshold(null, level))  # fmt: skip
+    return Finding(
+        "contexts", observed, _p_value(observed, null), observed / pairs, 0, samples, _threshold(null, level)
+    )
 
 
 def _ambiguous(token: str) -> bool:

@@ -41,8 +41,7 @@ def _evidence(
 
 def _verdict(found: TaskEvidence) -> tuple[str, tuple[str, ...]]:
     assert found.parity is not None
-    decision = decide([], [], Criteria(), detectable=None, tasks=None,
-                      extra=found.parity.findings())  # fmt: skip
+    decision = decide([], [], Criteria(), detectable=None, tasks=None, extra=found.parity.findings())
     return decision.verdict, decision.reasons
 
 

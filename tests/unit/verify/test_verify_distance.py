@@ -11,7 +11,7 @@ from lossless.verify.budget import Criteria, Look
 from lossless.verify.collect import TextScore
 from lossless.verify.decide import decide
 from lossless.verify.distance import MIN_PROMPTS, PromptTokens, estimate, nearest
-from lossless.verify.paired_tokens import Answer, _along, _generated_vs_scored, _same_tokens, _tops
+from lossless.verify.paired_tokens import GreedyAnswer, _along, _generated_vs_scored, _same_tokens, _tops
 from lossless.verify.two_sample import Finding
 
 TOLERANCE = Criteria().tolerance
@@ -94,9 +94,9 @@ def test_the_scale_names_the_nearest_kind_of_difference() -> None:
     assert "requantization" in nearest(0.255) and "Q2_K" in nearest(0.9)
 
 
-def answer(tokens: str, *lps: float, tops: tuple[dict[str, float], ...] = ()) -> Answer:
+def answer(tokens: str, *lps: float, tops: tuple[dict[str, float], ...] = ()) -> GreedyAnswer:
     units = tuple(tokens)
-    return Answer(units, lps, tops or tuple({} for _ in units), tokens)
+    return GreedyAnswer(units, lps, tops or tuple({} for _ in units), tokens)
 
 
 def test_greedy_pairing_reads_the_common_prefix_and_the_token_where_they_part() -> None:
@@ -117,7 +117,7 @@ def test_alternatives_are_read_from_either_logprobs_shape() -> None:
 
 def test_a_generated_answer_pairs_with_a_score_by_offset_and_text() -> None:
     """Offsets count from the prompt's end; a token the scorer cut otherwise is not compared."""
-    generated = Answer(("He", "llo", " you"), (-0.5, -0.1, -2.0), ({}, {}, {}), "Hello you")
+    generated = GreedyAnswer(("He", "llo", " you"), (-0.5, -0.1, -2.0), ({}, {}, {}), "Hello you")
     scored = TextScore(-1.0, None, None, ((3, "He", -0.4), (5, "llo", -0.1), (8, " y", -3.0), (10, "ou", 0)))
     assert _generated_vs_scored(generated, 3, scored) == pytest.approx([0.1, 0.0])
     base = TextScore(-1.0, None, None, ((0, "a", -0.5), (1, "b", -1.5), (2, "cd", -1.0)))

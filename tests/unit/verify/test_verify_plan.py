@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from lossless.verify.budget import BUDGETS, Criteria, Look, can_show, describe, looks, parse_budget
+from lossless.verify.budget import BUDGETS, Criteria, Look, can_show, describe_budget, looks, parse_budget
 from lossless.verify.decide import Gap, decide
 from lossless.verify.two_sample import Finding
 
@@ -38,8 +38,10 @@ def test_a_budget_says_before_it_runs_whether_it_can_confirm_equivalence() -> No
     assert "3 samples bound a score difference" in can_show(tiny, c)[2]
     detects = [can_show(BUDGETS[name], c)[0] for name in ("small", "default", "large")]
     assert detects == sorted(detects, reverse=True)  # a bigger budget detects smaller differences
-    assert describe(BUDGETS["small"], c).endswith("finds differences only")
-    assert describe(BUDGETS["default"], c) == "8x30x16 in 3 looks: detects 0.35 sd, confirms equivalence"
+    assert describe_budget(BUDGETS["small"], c).endswith("finds differences only")
+    assert (
+        describe_budget(BUDGETS["default"], c) == "8x30x16 in 3 looks: detects 0.35 sd, confirms equivalence"
+    )
 
 
 def test_a_given_budget_keeps_two_samples_a_look() -> None:
@@ -91,8 +93,9 @@ def test_an_unbounded_score_difference_draws_more_samples_and_says_how_many_at_t
 
 def test_problems_settle_at_once() -> None:
     calm = [_t("mean_score", 0.5, 0.1)]
-    d = decide(calm, calm, Criteria(), detectable=None, tasks=None, problems=["down"],
-               look=Look(0, (10, 20, 30)))  # fmt: skip
+    d = decide(
+        calm, calm, Criteria(), detectable=None, tasks=None, problems=["down"], look=Look(0, (10, 20, 30))
+    )
     assert d.verdict == "inconclusive" and d.settled
 
 

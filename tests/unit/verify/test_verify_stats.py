@@ -15,7 +15,7 @@ from lossless.verify.two_sample import (
     Finding,
     Sample,
     _pair_sum,
-    compare,
+    compare_sets,
     contexts,
     hamming_kernel,
     holm,
@@ -58,7 +58,7 @@ def test_permutation_p_values_are_calibrated_under_the_null() -> None:
     for seed in range(40):
         rng = np.random.default_rng(seed)
         x, y = _groups(rng, 0.0, 12, 8), _groups(rng, 0.0, 12, 8)
-        results = compare(x, y, n_perm=199, seed=seed, length=8, level=0.05)
+        results = compare_sets(x, y, n_perm=199, seed=seed, length=8, level=0.05)
         assert [r.name for r in results][3:] == ["mean_score", "rank", "tail"]
         rejections += sum(r.p_value < 0.05 for r in results)
     assert rejections <= 0.1 * 40 * 6  # at most twice the nominal rate, over all six tests
@@ -67,7 +67,7 @@ def test_permutation_p_values_are_calibrated_under_the_null() -> None:
 def test_a_rank_and_tail_shift_is_found_with_its_sign() -> None:
     rng = np.random.default_rng(2)
     x, y = _groups(rng, 0.0, 12, 10), _groups(rng, 1.0, 12, 10)  # y: likelier tokens, fewer from the tail
-    found = {r.name: r for r in compare(x, y, n_perm=499, seed=0, length=8, level=0.01)}
+    found = {r.name: r for r in compare_sets(x, y, n_perm=499, seed=0, length=8, level=0.01)}
     assert found["rank"].p_value < 0.01 and found["rank"].effect == pytest.approx(-0.1, abs=0.02)
     assert found["tail"].p_value < 0.01 and found["tail"].effect < 0
 
@@ -76,7 +76,7 @@ def test_teacher_forced_tests_need_every_sample_scored() -> None:
     rng = np.random.default_rng(3)
     x, y = _groups(rng, 0.0, 12, 4), _groups(rng, 0.0, 12, 4)
     y[0][0] = Sample(y[0][0].units, 8, y[0][0].score)  # scored, but no alternatives: no rank, no tail
-    names = [r.name for r in compare(x, y, n_perm=19, seed=0, length=8, level=0.05)]
+    names = [r.name for r in compare_sets(x, y, n_perm=19, seed=0, length=8, level=0.05)]
     assert names == ["mmd_hamming", "first_token", "lengths", "mean_score"]
 
 
@@ -111,7 +111,9 @@ def test_scores_are_read_from_the_texts_tokens_only() -> None:
 def test_a_score_shift_is_found_and_sized() -> None:
     rng = np.random.default_rng(1)
     x, y = _groups(rng, 0.0, 12, 10), _groups(rng, 0.8, 12, 10)
-    score = next(r for r in compare(x, y, n_perm=499, seed=0, length=8, level=0.01) if r.name == "mean_score")
+    score = next(
+        r for r in compare_sets(x, y, n_perm=499, seed=0, length=8, level=0.01) if r.name == "mean_score"
+    )
     assert score.p_value < 0.01 and 0.5 < score.effect < 1.1
     se = score_se(x, y)
     assert se is not None and 0.1 < se < 0.25  # sqrt(2/10)/sqrt(6) ~ 0.18
