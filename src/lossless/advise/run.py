@@ -90,7 +90,7 @@ def read(run_dirs: Sequence[Path]) -> tuple[dict[Key, list[RequestRecord]], dict
         for name, price in _prices(d, notes).items():
             prices.setdefault(name, price)
         for r in records:
-            if r.warmup or r.error_kind in (Failure.CANCELLED, Failure.ABANDONED):
+            if not r.measured or r.error_kind in (Failure.CANCELLED, Failure.ABANDONED):
                 continue
             key = (r.endpoint, r.load)
             if where.setdefault(key, d) != d:

@@ -151,7 +151,7 @@ def compare_classes(
     groups: dict[tuple[str, str], list[RequestRecord]] = {}
     where: dict[str, tuple[str, str]] = {}
     for r in records:
-        if not r.warmup and r.endpoint in names:
+        if r.measured and r.endpoint in names:
             label = f"{r.load} {r.prompt_class}"
             groups.setdefault((r.endpoint, label), []).append(r)
             where[label] = (r.load, r.prompt_class)
@@ -177,7 +177,7 @@ def compare_classes(
 def _final_groups(records: Sequence[RequestRecord]) -> dict[tuple[str, str], list[RequestRecord]]:
     groups: dict[tuple[str, str], list[RequestRecord]] = {}
     for r in records:
-        if not r.warmup:
+        if r.measured:
             groups.setdefault((r.endpoint, r.load), []).append(r)
     return groups
 

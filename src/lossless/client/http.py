@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -24,6 +29,74 @@ TIMING_HEADERS = frozenset(
 KEPT_HEADERS = TIMING_HEADERS | IDENTITY_HEADERS
 
 
+@dataclass(frozen=True)
+class Connection:
+    """How a request got its connection: a new one, with its phases in ns (DNS None when the lookup was
+    cached, TLS None over plain HTTP), or one reused from the pool (no phases)."""
+
+    kind: str | None = None  # "new", "reused"; None: the request never got one
+    dns_ns: int | None = None
+    connect_ns: int | None = None  # the TCP handshake
+    tls_ns: int | None = None
+
+
+# The phases of the request being sent in this task: aiohttp's trace hooks and the TLS context write the
+# times they see here (both run in the task that asked for the connection)
+_MARKS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("lossless_marks", default=None)
+
+
+def _mark(name: str) -> Callable[..., Any]:
+    async def hook(*_: object) -> None:
+        marks = _MARKS.get()
+        if marks is not None:
+            marks[name] = time.perf_counter_ns()
+
+    return hook
+
+
+def _tracing() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_dns_resolvehost_start.append(_mark("dns_start"))
+    trace.on_dns_resolvehost_end.append(_mark("dns_end"))
+    trace.on_connection_create_start.append(_mark("create_start"))
+    trace.on_connection_create_end.append(_mark("create_end"))
+    trace.on_connection_reuseconn.append(_mark("reused"))
+    return trace
+
+
+class _TimedTLS(ssl.SSLContext):
+    """The default verified context, noting when the TLS handshake begins: asyncio (and uvloop) wrap the
+    connected socket's bytes with ``wrap_bio`` right before the handshake, so TCP ends there. aiohttp's
+    hooks see only the connection's start and end, TCP and TLS together."""
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        marks = _MARKS.get()
+        if marks is not None:
+            marks["tls_start"] = time.perf_counter_ns()
+        return super().wrap_bio(*args, **kwargs)
+
+
+def _tls_context() -> ssl.SSLContext:
+    context = _TimedTLS(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and host names, as aiohttp's own
+    context.load_default_certs()  # the system's store (or SSL_CERT_FILE), as ssl.create_default_context
+    return context
+
+
+def connection_of(marks: dict[str, int]) -> Connection:
+    """The marks one request's connection left -> its kind and phases."""
+    if "reused" in marks:
+        return Connection("reused")
+    start, end = marks.get("create_start"), marks.get("create_end")
+    if start is None or end is None:
+        return Connection()
+    dns = marks["dns_end"] - marks["dns_start"] if {"dns_start", "dns_end"} <= marks.keys() else None
+    tcp_from = marks.get("dns_end", start)
+    tls_start = marks.get("tls_start")
+    if tls_start is None:
+        return Connection("new", dns, end - tcp_from)
+    return Connection("new", dns, tls_start - tcp_from, end - tls_start)
+
+
 class TransportError(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -31,10 +104,16 @@ class TransportError(Exception):
 
 
 class Response:
-    __slots__ = ("_redact", "_resp", "headers", "status")
+    __slots__ = ("_redact", "_resp", "connection", "headers", "status")
 
-    def __init__(self, resp: aiohttp.ClientResponse, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        resp: aiohttp.ClientResponse,
+        redact: Callable[[str], str],
+        connection: Connection = Connection(),
+    ) -> None:
         self._resp = resp
+        self.connection = connection
         self._redact = redact  # the session's: a transport error's text may quote the URL's password
         self.status = resp.status
         self.headers = tuple(
@@ -96,8 +175,9 @@ class Session:
                 headers=self._headers,
                 # Read/total limits are enforced by the caller per phase (first token, total).
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, ssl=_tls_context()),
                 trust_env=False,
+                trace_configs=[_tracing()],
                 auto_decompress=False,
             )
         return self._session
@@ -107,6 +187,8 @@ class Session:
 
     @asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[Response]:
+        marks: dict[str, int] = {}
+        token = _MARKS.set(marks)
         try:
             # Redirects are not followed: aiohttp would carry custom key headers (api-key, x-api-key)
             # to another origin (it drops only Authorization). A 3xx is an answer, recorded as such.
@@ -115,8 +197,10 @@ class Session:
             raise TransportError(Failure.TIMEOUT_CONNECT, "connect timed out") from exc
         except aiohttp.ClientError as exc:
             raise TransportError(Failure.CONNECTION, self.redact(f"{type(exc).__name__}: {exc}")) from exc
+        finally:
+            _MARKS.reset(token)
         try:
-            yield Response(resp, self.redact)
+            yield Response(resp, self.redact, connection_of(marks))
         finally:
             # A response abandoned midway must not go back to the pool: its rest would be read as the
             # next response's head.

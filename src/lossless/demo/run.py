@@ -64,6 +64,7 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
 
 def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
     from lossless.bench.options import BenchOptions
+    from lossless.bench.phases import Window
     from lossless.bench.run import measure, plan
     from lossless.report import terminal
 
@@ -74,7 +75,7 @@ def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
     bench_options = BenchOptions(
         urls=tuple(e.base_url for e in pair), model=pair[0].model, suite=SUITE,
         max_tokens=options.max_tokens, concurrency=(1,), requests=options.requests * parts,
-        warmup=options.warmup, seed=options.seed, out_dir=options.out_dir,
+        warmup=Window(options.warmup), seed=options.seed, out_dir=options.out_dir,
     )  # fmt: skip
     # Two servers on one CPU: one request at a time over both, so neither slows the other down.
     body = {"temperature": options.temperature}
