@@ -8,6 +8,7 @@ clients.py       ``saturation_warnings()``: was the load generator itself the bo
 saturation.py    ``judge()``: can the server keep up with a load level? (tested: a growing wait, a shortfall)
 repeats.py       ``repeats()``, ``ratio_over_runs()``: bench --repeat: each statistic's between-run CI
 probes.py        ``probe_stats()``: probe requests beside a load against the same on the idle server
+pareto.py        ``front()``: the sweep's points no other beats on throughput and per-user figure both
 ratios.py        ``compare_runs()``, ``drift()``: endpoint against endpoint, run against run: ratios with CIs
 failed.py        ``total_failures()``: endpoints whose every request failed, with the dominant cause
 paired.py        ``paired_accuracy()``: two endpoints graded on the same items (McNemar, TOST)

@@ -10,6 +10,7 @@ inspect.py    ``inspect()``: what is behind an endpoint
 saved.py      ``report()``, ``compare()``: saved runs
 advise.py     ``advise()``: time-outs, hedging and failover predicted from saved runs
 watch.py      ``watch()``, ``history()``: bench on a schedule, into a history; its trends
+sweep.py      ``sweep()``: server configurations x loads, each until it saturates; the Pareto page
 serving.py    ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
 reference.py  ``render()``: docs/cli.md, every command's --help (``python -m lossless.cli.reference``)
 __main__.py   ``python -m lossless.cli``
@@ -20,7 +21,7 @@ from __future__ import annotations
 import click
 
 from lossless import __version__
-from lossless.cli import advise, bench, inspect, measure, saved, serving, tasks, watch
+from lossless.cli import advise, bench, inspect, measure, saved, serving, sweep, tasks, watch
 from lossless.cli.common import Lossless
 
 
@@ -33,7 +34,7 @@ def main() -> None:
 for command in (
     serving.models, serving.serve, serving.draft, bench.bench, measure.probe, measure.verify,
     tasks.tasks, inspect.inspect, serving.demo, saved.report, saved.compare, advise.advise, watch.watch,
-    watch.history,
+    watch.history, sweep.sweep,
 ):  # fmt: skip
     main.add_command(command)
 
