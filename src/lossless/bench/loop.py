@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lossless.bench.phases import COOLDOWN, WARMUP, Phases, Window, ramp_delay
 from lossless.bench.policies import Attempt, Policy, execute
-from lossless.bench.runtime import backoff, frozen_heap, scrape
+from lossless.bench.runtime import backoff, frozen_heap, scrape_apart
 from lossless.bench.workload.arrivals import gamma, poisson, ramped
 from lossless.bench.workload.conversation import Conversation, source
 from lossless.bench.workload.synthetic import Synthetic, synthetic_prompts
@@ -333,7 +333,7 @@ class _Run:
             await self.request(endpoint, i, level, scheduled_ns, phase)
 
     async def scrape_all(self) -> dict[str, dict[str, float]]:
-        return await scrape(self.sessions, self.cfg.endpoints) if self.cfg.scrape_metrics else {}
+        return await scrape_apart(self.cfg)
 
     async def close(self) -> None:
         for s in self.sessions.values():

@@ -78,15 +78,19 @@ async def scrape(
     return found
 
 
+async def scrape_apart(cfg: BenchConfig) -> dict[str, dict[str, float]]:
+    """Every endpoint's /metrics counters, read on sessions of their own: the run's sessions open their
+    connections with their first request, so its new connection is timed, not a scrape's reused."""
+    if not cfg.scrape_metrics:
+        return {}
+    sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in cfg.endpoints}
+    try:
+        return await scrape(sessions, cfg.endpoints)
+    finally:
+        for session in sessions.values():
+            await session.aclose()
+
+
 def scrape_once(cfg: BenchConfig) -> dict[str, dict[str, float]]:
-    """Every endpoint's /metrics counters, read now on sessions of its own (a driver between levels)."""
-
-    async def read() -> dict[str, dict[str, float]]:
-        sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in cfg.endpoints}
-        try:
-            return await scrape(sessions, cfg.endpoints)
-        finally:
-            for session in sessions.values():
-                await session.aclose()
-
-    return asyncio.run(read()) if cfg.scrape_metrics else {}
+    """``scrape_apart`` now, from outside an event loop (a driver of workers, between levels)."""
+    return asyncio.run(scrape_apart(cfg)) if cfg.scrape_metrics else {}
