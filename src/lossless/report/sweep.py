@@ -82,7 +82,7 @@ def render_html(result: SweepResult) -> str:
     numbers = table(HEADERS, rows(result))
     about = (
         "One point per configuration and load. Up and to the right is better in the first chart (each "
-        "user faster, more served in all); down and to the right in the second. The grey line joins the "
+        "user faster, more served in all); down and to the right in the second. The black line joins the "
         "points no other point beats on both counts: the configurations worth choosing from."
     )
     stops = [f"{c.name}: {c.summary.stopped}" for c in result.configs if c.summary and c.summary.stopped]
