@@ -138,6 +138,8 @@ class BenchOptions:
         if self.warmup.seconds is not None or self.cooldown.seconds is not None or self.repeat > 1:
             raise UsageError("--resume continues requests counted by index: not with --warmup or --cooldown "
                              "in seconds, or --repeat")  # fmt: skip
+        if self.probe_rate is not None:
+            raise UsageError("--resume continues the load's requests: not with --probe-rate")
         if self.suite.startswith(("chat:", "conversations:")):
             raise UsageError("--resume continues requests, not conversations cut midway: not with a chat: "
                              "or conversations: suite")  # fmt: skip

@@ -149,6 +149,12 @@ def test_repeat_gives_between_run_intervals_and_compare_uses_them(tmp_path: Path
     assert result.exit_code == 0, result.output
     ratios = json.loads(result.stdout)["comparisons"]
     assert ratios and all("between 3 and 3 runs" in c["text"] and c["n"] == [3, 3] for c in ratios)
+    shown = CliRunner().invoke(main, ["report", str(tmp_path / "run")])
+    assert shown.exit_code == 0, shown.output
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "Over the runs: mean (between-run 95% CI)" in page
+    low, high = spread["ci95"]
+    assert f"{spread['mean']:,.0f} ({low:,.0f}-{high:,.0f})" in page  # E2E p50 as the table shows it
 
 
 def test_probes_show_what_a_lone_user_meets_under_load(server: ScriptedServer, tmp_path: Path) -> None:
