@@ -2,8 +2,9 @@
 
 A run's percentiles vary from run to run by more than one run's bootstrap says (the server's state, a
 neighbour, the order the endpoints went in): the spread of N whole runs is the honest error bar. The
-interval is Student's t over the N values of the statistic (the mean of N runs, N - 1 degrees of
-freedom). ``ratio_over_runs`` compares two sets of runs the same way, on the log scale (Welch).
+interval is Student's t over the N values of the statistic (N - 1 degrees of freedom), on the log scale
+for positive values (a geometric mean). ``ratio_over_runs`` compares two sets of runs the same way
+(Welch).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ SPREAD = (*(f"{m.key} {s}" for m in METRICS for s in m.overview), "tok/s", "req/
 
 @dataclass(frozen=True)
 class Spread:
-    """One statistic over N runs: each run's value, their mean, and its t-interval."""
+    """One statistic over N runs: each run's value, their (geometric, when all positive) mean, and its
+    t-interval."""
 
     runs: tuple[float, ...]
     mean: float
@@ -58,9 +60,20 @@ class Repeats:
 
 
 def spread(values: Sequence[float]) -> Spread:
+    """The runs' mean and t-interval; for values that are all positive (times, speeds, throughputs) on
+    the log scale, so that the centre is the geometric mean and the interval never goes below zero: a
+    run's times vary by a factor, not by an amount, when the machine is busier."""
     x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
-    half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    t = float(stats.t.ppf(0.975, x.size - 1)) / np.sqrt(x.size)
+    if (x > 0).all():
+        logs = np.log(x)
+        centre, half = float(logs.mean()), t * float(logs.std(ddof=1))
+        return Spread(
+            tuple(float(v) for v in x),
+            float(np.exp(centre)),
+            (float(np.exp(centre - half)), float(np.exp(centre + half))),
+        )
+    mean, half = float(x.mean()), t * float(x.std(ddof=1))
     return Spread(tuple(float(v) for v in x), mean, (mean - half, mean + half))
 
 
