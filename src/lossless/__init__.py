@@ -6,6 +6,7 @@ cli/          the ``lossless`` command: flags -> a command's options -> its run 
 demo/         ``lossless demo``: the whole story on the embedded model
 report/       what a person sees of every command's result: tables, JSON, HTML
 watch/        ``lossless watch`` / ``history``: bench on a schedule, a history with alarms
+sweep/        ``lossless sweep``: server configurations x loads, each until it saturates; the Pareto page
 inspect/      ``lossless inspect``: what is behind an endpoint (speculation, identity, precision)
 advise/       ``lossless advise``: time-outs, hedging and failover from measured runs
 probe/        ``lossless probe``: which request parameters an endpoint honours

@@ -79,10 +79,26 @@ class RequestRecord:
     wall_anchor_ns: int | None = None
     clock_offset_ns: int = 0
     clock_offset_err_ns: int = 0
+    # bench's windows and side traffic: a cool-down request keeps the load up while the measured ones end;
+    # a probe is a light request beside the load (what a lone user meets); neither is measured
+    cooldown: bool = False
+    probe: bool = False
+    repeat: int = 0  # which of bench --repeat's whole runs, from 0
+    # the connection: "new" or "reused" (None: not known); a new one's DNS lookup (None: cached), TCP
+    # connect and TLS handshake (None: plain HTTP), as durations in ns (aiohttp's trace hooks)
+    connection: str | None = None
+    dns_ns: int | None = None
+    connect_ns: int | None = None
+    tls_ns: int | None = None
 
     @property
     def ok(self) -> bool:
         return self.error_kind is None
+
+    @property
+    def measured(self) -> bool:
+        """Counted in the statistics: neither warm-up, cool-down nor a probe."""
+        return not (self.warmup or self.cooldown or self.probe)
 
 
 class Failure(StrEnum):

@@ -85,7 +85,21 @@ def tasks_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser(run_dir: Path, tasks_page: Path) -> Iterator[Any]:
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `lossless sweep` of two scripted servers of known capacity (30 and 60 requests/s), as URLs."""
+    out = tmp_path_factory.mktemp("sweep")
+    with ScriptedServer() as slow, ScriptedServer() as fast:
+        slow.script({"capacity": 30.0, "steps": [[0.002, "content", 1]] * 8})
+        fast.script({"capacity": 60.0, "steps": [[0.002, "content", 1]] * 8})
+        args = ["sweep", slow.url, fast.url, "--model", "m", "--rate", "10,20,40,80,160",
+                "--burstiness", "20", "--requests", "40", "--out", str(out)]  # fmt: skip
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser(run_dir: Path, tasks_page: Path, sweep_dir: Path) -> Iterator[Any]:
     yield from chromium()
 
 
@@ -164,4 +178,23 @@ def test_tasks_page_renders(browser: Any, tasks_page: Path, tmp_path: Path) -> N
     assert "fail" in page.inner_text("#per-task") and "pass" in page.inner_text("#per-task")
     page.screenshot(path=str(tmp_path / "tasks.png"), full_page=True)
     shutil.copy(tmp_path / "tasks.png", "/tmp/lossless-tasks.png")
+    page.close()
+
+
+def test_sweep_page_renders_the_pareto_fronts(browser: Any, sweep_dir: Path, tmp_path: Path) -> None:
+    path = sweep_dir / "sweep.html"
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors, requests = _load(page, path)
+    assert errors == [] and requests == [path.as_uri()]
+    assert _check_plots(page) == 2  # speed and TTFT against throughput
+    titles = page.eval_on_selector_all("svg.plot", "els => els.map(e => e.getAttribute('aria-label'))")
+    assert titles == ["Per-request speed against total throughput", "TTFT against total throughput"]
+    assert "Pareto front" in page.inner_text("#pareto")  # the front's own legend entry
+    rows = page.query_selector_all("#table tbody tr")
+    assert len(rows) == 7  # 3 loads of the 30/s server, 4 of the 60/s one: each stopped at saturation
+    assert "saturated" in page.inner_text("#table") and "stopped at rate=40" in page.inner_text("#table")
+    links = page.eval_on_selector_all("#configs a", "els => els.map(e => e.getAttribute('href'))")
+    assert len(links) == 2 and all((sweep_dir / link).is_file() for link in links)
+    page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
+    shutil.copy(tmp_path / "sweep.png", "/tmp/lossless-sweep.png")
     page.close()

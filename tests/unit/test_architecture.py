@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),  # what a person sees of every command's result: tables, JSON, HTML
     # the commands; two stand on others: watch runs bench on a schedule, and inspect's precision claim
     # asks endpoints for log-probabilities as verify does (verify.collect, verify.detect)
-    ("watch", "inspect", "advise", "probe", "draft"),
+    # sweep runs bench at each server configuration
+    ("watch", "inspect", "advise", "probe", "draft", "sweep"),
     ("bench", "verify"),  # verify --tasks runs the tasks' agent loop
     ("tasks",),
     # shared machinery: the endpoints or the embedded model served; a run folder read and written

@@ -27,7 +27,7 @@ def executed(records: Sequence[RequestRecord], policy: Mapping[str, Any]) -> lis
     backup, hedge = policy.get("failover"), policy.get("hedge_after_ms")
     requests: dict[tuple[str, int, int | None], list[RequestRecord]] = {}
     for r in records:
-        if not r.warmup:
+        if r.measured:
             requests.setdefault((r.load, r.request_index, r.turn), []).append(r)
     groups: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for (load, _, _), attempts in requests.items():

@@ -92,7 +92,7 @@ def read_attempts(
         for name, price in _prices(d, notes).items():
             prices.setdefault(name, price)
         for r in records:
-            if r.warmup or r.error_kind in (Failure.CANCELLED, Failure.ABANDONED):
+            if not r.measured or r.error_kind in (Failure.CANCELLED, Failure.ABANDONED):
                 continue
             key = (r.endpoint, r.load)
             if where.setdefault(key, d) != d:

@@ -32,7 +32,7 @@ def total_failures(records: Sequence[RequestRecord]) -> list[TotalFailure]:
     and requests the run's end cut off do not count; a retried attempt counts as its last try)."""
     groups: dict[tuple[str, str], list[RequestRecord]] = {}
     for r in records:
-        if not r.warmup and not r.retried and r.error_kind != Failure.CANCELLED:
+        if r.measured and not r.retried and r.error_kind != Failure.CANCELLED:
             groups.setdefault((r.endpoint, r.load), []).append(r)
     found = []
     for (endpoint, load), final in groups.items():

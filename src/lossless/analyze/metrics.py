@@ -88,6 +88,15 @@ METRICS = (
            lambda t: t.gaps, per_request=False),
     Metric("itl_ms", "ITL", "ITL", "Inter-token latency", "ms", 1, False, lambda t: t.itl, per_request=False),
     Metric("n_out", "tokens", "output tokens", "Output tokens", "tokens", 0, False, lambda t: t.n_out),
+    # a new connection's cost, apart from a reused one's (none when every connection was reused)
+    Metric("dns_ms", "DNS", "DNS lookup", "DNS lookup", "ms", 2, False, lambda t: t.dns),
+    Metric("connect_ms", "TCP", "TCP connect", "TCP connect", "ms", 2, False, lambda t: t.connect),
+    Metric("tls_ms", "TLS", "TLS handshake", "TLS handshake", "ms", 2, False, lambda t: t.tls),
+    Metric("ttfb_new_ms", "TTFB new", "TTFB on a new connection", "Time to first byte, new connection",
+           "ms", 1, False, lambda t: t.ttfb if t.connection == "new" else None),
+    Metric("ttfb_reused_ms", "TTFB reused", "TTFB on a reused connection",
+           "Time to first byte, reused connection", "ms", 1, False,
+           lambda t: t.ttfb if t.connection == "reused" else None),
 )  # fmt: skip
 METRIC = {m.key: m for m in METRICS}
 COMPARED = tuple(METRIC[k] for k in ("output_tps", "ttft_ms", "e2e_ms"))  # between endpoints, in this order

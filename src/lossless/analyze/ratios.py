@@ -12,6 +12,7 @@ import numpy as np
 
 from lossless.analyze.distribution import boot_quantiles
 from lossless.analyze.metrics import CI_STATS, COMPARED, MIN_N, PERCENTILES, Metric, thin
+from lossless.analyze.repeats import by_run, ratio_over_runs
 from lossless.analyze.shapes import num_ as _num, obj_ as _obj, pair_ as _pair, plain_ as _plain, str_ as _str
 from lossless.analyze.timing import Timing, timing
 from lossless.records import RequestRecord
@@ -136,11 +137,48 @@ def compare_runs(
                 continue
             label = f"{ea} {load}" if ea == eb else f"{ea} vs {eb} {load}"
             groups = {(names[0], label): groups_a[(ea, load)], (names[1], label): groups_b[(eb, load)]}
-            for c in comparisons(groups, list(groups), seed):
+            over_runs = _over_runs(groups_a[(ea, load)], groups_b[(eb, load)], names, label)
+            for c in over_runs or comparisons(groups, list(groups), seed):
                 out.append(RunComparison(load, c.metric, c.stat, c.baseline, c.other, c.ratio, c.ci95, c.text,
                                          endpoint_a=ea, endpoint_b=eb, label=label, n=c.n,
                                          supported=c.supported))  # fmt: skip
     return out
+
+
+def _over_runs(
+    a: Sequence[RequestRecord], b: Sequence[RequestRecord], names: tuple[str, str], label: str
+) -> list[Comparison]:
+    """When both sides were run several times (bench --repeat): each statistic of each run, and the
+    ratio of B's runs to A's with a between-run CI (``repeats.ratio_over_runs``), rather than a bootstrap
+    of the pooled requests, which would ignore how much whole runs differ."""
+    runs_a, runs_b = (
+        by_run([r for r in a if r.ok and not r.retried]),
+        by_run([r for r in b if r.ok and not r.retried]),
+    )
+    if len(runs_a) < 2 or len(runs_b) < 2:
+        return []
+    out = []
+    for metric in COMPARED:
+        for stat in ("p50", "p99"):
+            per = [[_stat(metric, rs, stat) for rs in runs.values()] for runs in (runs_a, runs_b)]
+            if any(v is None or v <= 0 for side in per for v in side):
+                continue
+            found = ratio_over_runs(*per)  # type: ignore[arg-type]
+            if found is None:
+                continue
+            ratio, (lo, hi) = found
+            n = min(len(rs) for runs in (runs_a, runs_b) for rs in runs.values())
+            supported = not thin(stat, n)
+            text = (f"{names[1]}'s {stat} {metric.words} is {ratio:.2f}x {names[0]}'s (95% CI "
+                    f"{lo:.2f}-{hi:.2f}, between {len(runs_a)} and {len(runs_b)} runs)")  # fmt: skip
+            out.append(Comparison(label, metric.key, stat, names[0], names[1], ratio, (lo, hi), text,
+                                  n=(len(runs_a), len(runs_b)), supported=supported))  # fmt: skip
+    return out
+
+
+def _stat(metric: Metric, records: Sequence[RequestRecord], stat: str) -> float | None:
+    values = metric.values(timing(r) for r in records)
+    return float(np.percentile(values, PERCENTILES[stat])) if values else None
 
 
 def compare_classes(
@@ -151,7 +189,7 @@ def compare_classes(
     groups: dict[tuple[str, str], list[RequestRecord]] = {}
     where: dict[str, tuple[str, str]] = {}
     for r in records:
-        if not r.warmup and r.endpoint in names:
+        if r.measured and r.endpoint in names:
             label = f"{r.load} {r.prompt_class}"
             groups.setdefault((r.endpoint, label), []).append(r)
             where[label] = (r.load, r.prompt_class)
@@ -177,7 +215,7 @@ def compare_classes(
 def _final_groups(records: Sequence[RequestRecord]) -> dict[tuple[str, str], list[RequestRecord]]:
     groups: dict[tuple[str, str], list[RequestRecord]] = {}
     for r in records:
-        if not r.warmup:
+        if r.measured:
             groups.setdefault((r.endpoint, r.load), []).append(r)
     return groups
 

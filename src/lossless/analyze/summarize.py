@@ -1,13 +1,24 @@
-"""Records -> ``Summary``: per endpoint and load (and per prompt class), every metric of the table."""
+"""Records -> ``Summary``: per endpoint and load (and per prompt class), every metric of the table.
+
+Only measured requests count (not warm-up, cool-down or probes). Throughput is the work done within the
+measured window, [first measured send, last measured end] of each run: every request's output tokens
+that arrived inside it, in proportion to its token events there, so that a warm-up request still streaming
+when the window opens, and cool-down requests keeping the load up while it closes, add their share of the
+window's work and nothing from outside it (with no such requests, the measured requests' tokens).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 from lossless.analyze.distribution import Distribution, describe
 from lossless.analyze.metrics import METRICS
+from lossless.analyze.probes import probe_stats
 from lossless.analyze.ratios import compare_classes, comparisons
+from lossless.analyze.repeats import by_run, repeats
+from lossless.analyze.saturation import Saturation, judge
 from lossless.analyze.server_side import metrics_moved, served_by, server_times, spec_stats, tally
 from lossless.analyze.summary import (
     CacheStats,
@@ -22,7 +33,7 @@ from lossless.analyze.summary import (
     Throughput,
 )
 from lossless.analyze.timing import Timing, meets, timing
-from lossless.records import Failure, RequestRecord, on_one_timeline
+from lossless.records import TOKEN_KINDS, Failure, RequestRecord, on_one_timeline
 
 Counters = tuple[Mapping[str, float], Mapping[str, float]]  # a server's /metrics before and after
 # USD per million tokens: (input, output) or (input, output, cached input); None: not priced
@@ -49,8 +60,11 @@ def summarize(
     records = on_one_timeline(list(records))  # measured by several processes: one clock across records
     order = {name: i for i, name in enumerate(prices)}
     groups: dict[tuple[str, str], list[RequestRecord]] = {}
+    around: dict[tuple[str, str], list[RequestRecord]] = {}  # every window's requests, for throughput
+    probes: dict[tuple[str, str], list[RequestRecord]] = {}
     for r in records:
-        if not r.warmup:
+        (probes if r.probe else around).setdefault((r.endpoint, r.load), []).append(r)
+        if r.measured:
             groups.setdefault((r.endpoint, r.load), []).append(r)
     keys = sorted(groups, key=lambda k: (_load_order(records, k[1]), order.get(k[0], len(order))))
     entries = []
@@ -58,17 +72,41 @@ def summarize(
         attempts, price = groups[(name, load)], prices.get(name, (None, None))
         counters = (spec or {}).get((name, load))
         overall = replace(
-            _group(attempts, price, slo or {}, stall_s, seed), sessions=_sessions(attempts, seed)
+            _group(attempts, price, slo or {}, stall_s, seed, around[(name, load)]),
+            sessions=_sessions(attempts, seed),
         )
+        windows = {k: w for k, rs in by_run(attempts).items() if (w := _span(rs)) is not None}
         entries.append(EndpointStats(
             name, load, overall,
             {c: _group(part, price, slo or {}, stall_s, seed) for c, part in _by_class(attempts).items()},
             spec_stats(*counters) if counters else None,
             metrics_moved(*counters) if counters else None,
+            saturation=_saturation(groups, keys, name, load),
+            probes=probe_stats(probes.get((name, load), []), probes.get((name, "idle"), []), windows, seed),
+            repeats=repeats(attempts, partial(_rates, around=around[(name, load)])),
         ))  # fmt: skip
     by_class = None if class_seed is None else tuple(compare_classes(records, list(prices), class_seed))
     compared = tuple(comparisons(groups, keys, seed))
     return Summary(tuple(entries), compared, dict(slo or {}), stall_s, run, by_class, rebuilt)
+
+
+def _saturation(
+    groups: Mapping[tuple[str, str], list[RequestRecord]],
+    keys: Sequence[tuple[str, str]],
+    name: str,
+    load: str,
+) -> Saturation | None:
+    """The verdict on one endpoint's level; a closed loop's against its previous, lower concurrency."""
+    levels = [lo for n, lo in keys if n == name]
+    before = levels[: levels.index(load)]
+    c, c_prev = _concurrency(load), _concurrency(before[-1]) if before else None
+    if c is not None and c_prev is not None and c > c_prev:
+        return judge(groups[(name, load)], groups[(name, before[-1])], (c_prev, c))
+    return judge(groups[(name, load)])
+
+
+def _concurrency(load: str) -> int | None:
+    return int(load[2:]) if load.startswith("c=") and load[2:].isdigit() else None
 
 
 def _load_order(records: Sequence[RequestRecord], load: str) -> int:
@@ -90,8 +128,10 @@ def _group(
     slo: Mapping[str, float],
     stall_s: float,
     seed: int,
+    around: Sequence[RequestRecord] | None = None,
 ) -> GroupStats:
-    """One endpoint at one load (or one prompt class of it): counts, metrics, throughput, cost."""
+    """One endpoint at one load (or one prompt class of it): counts, metrics, throughput, cost.
+    ``around``: every request of the level, whose tokens within the measured window count as its work."""
     final = [r for r in attempts if not r.retried]
     ok = [r for r in final if r.ok]
     t = [timing(r) for r in ok]
@@ -102,7 +142,7 @@ def _group(
         n_out_sources=tally(r.n_out_source for r in ok),
         stalls=_stalls(t, stall_s * 1000.0),
         window_s=window,
-        throughput=_throughput(ok, t, window, slo),
+        throughput=_throughput(ok, t, window, slo, _tokens(attempts, around or attempts)),
         server_ms=_server(ok, seed),
         cost_per_ok_request_usd=_cost(attempts, len(ok), price),
         served_by=served_by(final),
@@ -187,21 +227,53 @@ def _stalls(t: Sequence[Timing], threshold_ms: float) -> Stalls:
 
 
 def _throughput(
-    ok: Sequence[RequestRecord], t: Sequence[Timing], window: float | None, slo: Mapping[str, float]
-) -> Throughput:
+    ok: Sequence[RequestRecord], t: Sequence[Timing], window: float | None, slo: Mapping[str, float],
+    tokens: float,
+) -> Throughput:  # fmt: skip
     if not window:
         return Throughput(None, None, None)
     good = sum(1 for x in t if meets(x, slo)) / window if slo else None
-    return Throughput(sum(r.n_out or 0 for r in ok) / window, len(ok) / window, good)
+    return Throughput(tokens / window, len(ok) / window, good)
 
 
-def _window_s(attempts: Sequence[RequestRecord]) -> float | None:
-    """From the first send to the last end of the measured (non-warm-up) attempts."""
+def _span(attempts: Sequence[RequestRecord]) -> tuple[int, int] | None:
+    """One run's measured window: (first send, last end) of its measured attempts."""
     ends = [r.end_ns for r in attempts if r.end_ns is not None]
     if not attempts or not ends:
         return None
-    span = (max(ends) - min(r.sent_ns for r in attempts)) / 1e9
-    return span if span > 0 else None
+    return min(r.sent_ns for r in attempts), max(ends)
+
+
+def _window_s(attempts: Sequence[RequestRecord]) -> float | None:
+    """The measured windows' length, summed over the runs (bench --repeat: the pauses between runs and
+    the other endpoints' turns are no part of it)."""
+    spans = [s for rs in by_run(attempts).values() if (s := _span(rs)) is not None]
+    total = sum(b - a for a, b in spans) / 1e9
+    return total if total > 0 else None
+
+
+def _tokens(attempts: Sequence[RequestRecord], around: Sequence[RequestRecord]) -> float:
+    """Output tokens of successful requests that arrived within each run's measured window."""
+    total = 0.0
+    for k, rs in by_run(around).items():
+        span = _span([r for r in attempts if r.repeat == k])
+        if span is None:
+            continue
+        for r in rs:
+            if r.ok and not r.retried and r.n_out:
+                times = [t for t, kind in zip(r.event_ns, r.event_kinds, strict=True) if kind in TOKEN_KINDS]
+                inside = sum(1 for t in times if span[0] <= t <= span[1])
+                total += r.n_out * (inside / len(times) if times else float(r.measured))
+    return total
+
+
+def _rates(run: Sequence[RequestRecord], around: Sequence[RequestRecord]) -> tuple[float, float] | None:
+    """One run's (output tokens/s, requests/s) over its measured window."""
+    window = _window_s(run)
+    if not window:
+        return None
+    ok = [r for r in run if r.ok and not r.retried]
+    return _tokens(run, [r for r in around if r.repeat == run[0].repeat]) / window, len(ok) / window
 
 
 def _server(ok: Sequence[RequestRecord], seed: int) -> dict[str, Distribution]:

@@ -14,7 +14,10 @@ from typing import Any
 
 from lossless.analyze.distribution import Distribution
 from lossless.analyze.metrics import METRICS
+from lossless.analyze.probes import ProbeStats
 from lossless.analyze.ratios import ClassComparison, Comparison
+from lossless.analyze.repeats import Repeats
+from lossless.analyze.saturation import Saturation
 from lossless.analyze.shapes import (
     counts_ as _counts,
     int_ as _int,
@@ -246,13 +249,17 @@ class EndpointStats:
     classes: Mapping[str, GroupStats]  # prompt class -> its stats, in the order the workload sent them
     speculative: Speculative | None  # None: the server published no draft counters
     server_metrics: ServerMetrics | None = None  # None: no /metrics, or nothing on it moved
+    saturation: Saturation | None = None  # can it keep up with this load? None: too few requests
+    probes: ProbeStats | None = None  # bench --probe-rate: a lone user's requests beside the load
+    repeats: Repeats | None = None  # bench --repeat: each statistic per run, with a between-run CI
 
     def as_dict(self) -> dict[str, Any]:
         classes = {c: g.as_dict() for c, g in self.classes.items()}
         spec = None if self.speculative is None else self.speculative.as_dict()
         metrics = None if self.server_metrics is None else self.server_metrics.as_dict()
+        extra = {k: None if (v := getattr(self, k)) is None else v.as_dict() for k in _PARTS}
         return {"name": self.name, "load": self.load, **self.overall.as_dict(), "classes": classes,
-                "speculative": spec, "server_metrics": metrics}  # fmt: skip
+                "speculative": spec, "server_metrics": metrics, **extra}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: object) -> EndpointStats:
@@ -261,7 +268,14 @@ class EndpointStats:
         spec = None if d.get("speculative") is None else Speculative.from_dict(d["speculative"])
         metrics = None if d.get("server_metrics") is None else ServerMetrics.from_dict(d["server_metrics"])
         name, load = _str(d["name"], "name"), _str(d["load"], "load")
-        return cls(name, load, GroupStats.from_dict(d), classes, spec, metrics)
+        sat, probes, repeats = (None if d.get(k) is None else d[k] for k in _PARTS)
+        return cls(name, load, GroupStats.from_dict(d), classes, spec, metrics,
+                   None if sat is None else Saturation.from_dict(sat),
+                   None if probes is None else ProbeStats.from_dict(probes),
+                   None if repeats is None else Repeats.from_dict(repeats))  # fmt: skip
+
+
+_PARTS = ("saturation", "probes", "repeats")  # optional parts, newer than the rest
 
 
 @dataclass(frozen=True)
@@ -342,6 +356,7 @@ class Summary:
     class_comparisons: tuple[ClassComparison, ...] | None = None  # prompt class by class (demo)
     rebuilt_from_records: bool = False  # summary.json was missing: made again from records.jsonl
     capacity: Capacity | None = None  # bench --find-capacity
+    stopped: str | None = None  # bench --until-saturated: the load the sweep stopped at, and why
 
     @property
     def interrupted(self) -> bool:
@@ -362,6 +377,8 @@ class Summary:
             out["rebuilt_from_records"] = True
         if self.capacity is not None:
             out["capacity"] = self.capacity.as_dict()
+        if self.stopped is not None:
+            out["stopped"] = self.stopped
         return out
 
     @classmethod
@@ -377,4 +394,5 @@ class Summary:
         rebuilt = d.get("rebuilt_from_records") is True
         stall_s = _num(d.get("stall_threshold_s", 1.0), "stall_threshold_s")
         capacity = None if d.get("capacity") is None else Capacity.from_dict(_obj(d["capacity"]))
-        return cls(endpoints, comparisons, slo, stall_s, run, by_class, rebuilt, capacity)
+        stopped = None if d.get("stopped") is None else _str(d["stopped"], "stopped")
+        return cls(endpoints, comparisons, slo, stall_s, run, by_class, rebuilt, capacity, stopped)

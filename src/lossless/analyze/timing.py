@@ -4,6 +4,7 @@ Per request (successful attempts only):
     TTFB = headers - sent; TTFT = first content/reasoning/tool event - sent; TTFC = first content event - sent
     TPOT = (last token event - first token event) / (N_out - tokens in the first event); speed = 1/TPOT
     E2E = end - sent; queue delay = sent - scheduled; latency from schedule = end - scheduled
+    a new connection's DNS lookup, TCP connect and TLS handshake, as the client timed them
 Gaps between token events are inter-chunk latencies; they become per-token ITL only when the server says
 how many tokens each chunk holds (cumulative usage per chunk).
 """
@@ -35,6 +36,10 @@ class Timing:
     gaps: tuple[float, ...]  # inter-chunk gaps between token events
     itl: tuple[float, ...]  # per-token gaps, only when per-chunk token counts are known
     n_out: int | None  # output tokens, as the record counted them
+    connection: str | None = None  # "new", "reused" or None (not known)
+    dns: float | None = None  # a new connection's phases (None: cached lookup, plain HTTP, reused)
+    connect: float | None = None
+    tls: float | None = None
 
     @property
     def speed(self) -> float | None:
@@ -70,6 +75,10 @@ def timing(r: RequestRecord) -> Timing:
         gaps=gaps,
         itl=itl,
         n_out=r.n_out,
+        connection=r.connection,
+        dns=None if r.dns_ns is None else r.dns_ns * ms,
+        connect=None if r.connect_ns is None else r.connect_ns * ms,
+        tls=None if r.tls_ns is None else r.tls_ns * ms,
     )
 
 

@@ -2,7 +2,10 @@
 
 options.py      ``BenchOptions``: every flag of bench (and watch) with its default
 run.py          ``run()``: options -> a plan -> the run -> ``analyze.Summary`` and the records
-loop.py         ``run_bench()``: the run loop: levels, arrivals, warm-up, time-outs, retries, records.jsonl
+loop.py         ``run_bench()``: the loop: levels, arrivals, windows, probes, retries, records.jsonl
+phases.py       ``Phases``: warm-up, measured and cool-down windows, by requests or seconds; ``ramp_delay()``
+execute.py      ``execute()``, ``repeated()``, ``until_saturated()``: a plan once, N times, to saturation
+runtime.py      ``loop_factory()``, ``frozen_heap()``, ``backoff()``, ``scrape()``: a process's runtime
 policies.py     hedging and failover (``Policy``, ``execute()``): a request's second attempt, and who wins
 capacity.py     ``search()``: the highest load that keeps a share of requests within the --slo objectives
 resume.py       ``resume()``: a killed run's finished requests kept, the rest sent again (--resume)

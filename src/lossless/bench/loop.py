@@ -9,25 +9,24 @@ alternates from one arrival to the next, so no endpoint is always first.
 from __future__ import annotations
 
 import asyncio
-import gc
+import itertools
 import random
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from lossless.bench.phases import COOLDOWN, WARMUP, Phases, Window, ramp_delay
 from lossless.bench.policies import Attempt, Policy, execute
-from lossless.bench.workload.arrivals import gamma, poisson
+from lossless.bench.runtime import backoff, frozen_heap, scrape_apart
+from lossless.bench.workload.arrivals import gamma, poisson, ramped
 from lossless.bench.workload.conversation import Conversation, source
 from lossless.bench.workload.synthetic import Synthetic, synthetic_prompts
 from lossless.bench.workload.trace import replay
 from lossless.client.apis import session as api_session
 from lossless.client.call import CallCancelled, CallOptions, Job, call, unfinished
 from lossless.client.endpoints import Endpoint
-from lossless.client.http import Session
-from lossless.client.prometheus import scrape_all
 from lossless.client.prompt import Prompt
 from lossless.records import ClientLoad, Failure, RequestRecord, retryable
 from lossless.rundir import JsonlWriter
@@ -35,6 +34,10 @@ from lossless.rundir import JsonlWriter
 Clock = Callable[[], int]
 OnRecord = Callable[[RequestRecord], None]  # called on the event loop: must return at once
 HOST = socket.gethostname()
+IDLE = "idle"  # the load label of probes sent before any load: what a lone user meets on an idle server
+# A probe: a short, fixed request (the same every time, so that loaded and idle ones compare), cut at
+# PROBE_TOKENS tokens: a count to 20 is longer than that, so most probes stream exactly that many
+PROBE = Prompt("probe", "probe", (("user", "Count from 1 to 20, separated by commas."),), max_tokens=24)
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,16 @@ class BenchConfig:
     loads: tuple[LoadLevel, ...] = (LoadLevel(concurrency=1),)  # run one after another (a sweep)
     requests: int | None = 20  # measured requests per endpoint and load level
     duration: float | None = None  # or: stop dispatching after this many seconds
-    warmup: int = 0  # requests per endpoint and level run first and marked warmup
+    # per endpoint and level: unmeasured requests sent first, and after the measured ones (phases.py)
+    warmup: Window = field(default_factory=Window)
+    cooldown: Window = field(default_factory=Window)
+    ramp: float = 0.0  # seconds over which the concurrency or the rate rises linearly to the level's
     retries: int = 0  # extra attempts after a retryable failure
     connect_timeout: float = 10.0
     max_in_flight: int = 1024  # open loop: arrivals beyond this wait (and show as queue delay)
+    probe_rate: float | None = None  # light probe requests per second per endpoint beside each level's load
+    probe_idle: int = 0  # probes per endpoint sent one at a time before the first level (load "idle")
+    repeat: int = 0  # which of bench --repeat's runs this is (stamped on every record)
     seed: int = 0
     records_path: Path | None = None  # records.jsonl, one flushed line per finished attempt
     scrape_metrics: bool = True  # read /metrics before and after each level
@@ -145,7 +154,8 @@ class _Run:
         self.sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in every}
 
     def stamped(self, record: RequestRecord) -> RequestRecord:
-        return replace(record, worker=self.cfg.worker, host=HOST, wall_anchor_ns=self.wall_anchor_ns)
+        return replace(record, worker=self.cfg.worker, host=HOST, wall_anchor_ns=self.wall_anchor_ns,
+                       repeat=self.cfg.repeat)  # fmt: skip
 
     def emit(self, record: RequestRecord) -> None:
         record = self.stamped(record)
@@ -155,18 +165,22 @@ class _Run:
         if self.on_record:
             self.on_record(record)
 
-    async def request(self, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int) -> None:
-        """Request ``i`` of the workload: one prompt's attempts, or one conversation's turns in order."""
-        item, warmup = self.pool[i], i < self.cfg.warmup
+    async def request(
+        self, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int, phase: str = ""
+    ) -> None:
+        """Request ``i`` of the workload, in window ``phase`` of its level: one prompt's attempts, or one
+        conversation's turns in order."""
+        item, warmup, cooldown = self.pool[i], phase == WARMUP, phase == COOLDOWN
         if (endpoint.name, level.label, i) in self.cfg.done:
             return  # finished by the run this one resumes
         if isinstance(item, Prompt):
-            await self.attempts(Job(endpoint, item, i, level.label, warmup, scheduled_ns))
+            await self.attempts(Job(endpoint, item, i, level.label, warmup, scheduled_ns, cooldown=cooldown))
             return
         history: list[tuple[str, str]] = []
         for turn, said in enumerate(item.turns):
             job = Job(endpoint, item.prompt(turn, history), i, level.label, warmup,
-                      scheduled_ns if turn == 0 else self.clock(), item.id, turn + 1)  # fmt: skip
+                      scheduled_ns if turn == 0 else self.clock(), item.id, turn + 1,
+                      cooldown=cooldown)  # fmt: skip
             record = await self.attempts(job)
             if not record.ok:
                 return  # the user gives up: the session ends on its failed turn
@@ -203,88 +217,123 @@ class _Run:
             self.emit(replace(record, retried=True) if again else record)
             if not again:
                 return record
-            await asyncio.sleep(_backoff(record, attempt, self.rng))
+            await asyncio.sleep(backoff(record, attempt, self.rng))
         raise AssertionError("unreachable: the last attempt is never retried")
+
+    def phases(self) -> Phases:
+        cfg = self.cfg
+        return Phases(cfg.warmup, cfg.requests, cfg.duration, cfg.cooldown)
+
+    def counter(self, level: LoadLevel, start: float) -> Iterator[tuple[int, str]]:
+        """A closed loop's requests for one endpoint, in order, each with its window; shared by the
+        endpoint's slots, so the windows follow the order requests go out."""
+        phases = self.phases()
+        for i in itertools.count():
+            phase = phases.at(i, time.monotonic() - start)
+            if phase is None:
+                return
+            if self.cfg.owns(i, level.concurrency):
+                yield i, phase
 
     async def closed(self, level: LoadLevel) -> None:
         assert level.concurrency is not None
-        cfg = self.cfg
-        phases: list[tuple[int, int | None]] = [(0, cfg.warmup)] if cfg.warmup else []
-        phases.append((cfg.warmup, None if cfg.requests is None else cfg.warmup + cfg.requests))
-        for first, stop in phases:
-            deadline = None if stop is not None and stop <= cfg.warmup else self._deadline()
-            if cfg.serial:
-                await self._serial(first, stop, level, deadline)
-                continue
-            async with asyncio.TaskGroup() as tg:
-                for endpoint in cfg.endpoints:
-                    indices = range(first, stop if stop is not None else 1 << 62)
-                    counter = (i for i in indices if cfg.owns(i, level.concurrency))
-                    for _ in range(cfg.share(level.concurrency)):
-                        tg.create_task(self._worker(endpoint, counter, level, deadline))
+        cfg, start = self.cfg, time.monotonic()
+        if cfg.serial:
+            await self._serial(level, start)
+            return
+        async with asyncio.TaskGroup() as tg:
+            for endpoint in cfg.endpoints:
+                counter = self.counter(level, start)
+                for k in range(cfg.share(level.concurrency)):
+                    delay = ramp_delay(cfg.worker + k * cfg.workers, level.concurrency, cfg.ramp)
+                    tg.create_task(self._worker(endpoint, counter, level, delay))
 
     async def _worker(
-        self, endpoint: Endpoint, counter: Iterator[int], level: LoadLevel, deadline: float | None
+        self, endpoint: Endpoint, counter: Iterator[tuple[int, str]], level: LoadLevel, delay: float
     ) -> None:
-        for i in counter:
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            await self.request(endpoint, i, level, self.clock())
+        if delay:
+            await asyncio.sleep(delay)  # --ramp: this slot joins later
+        for i, phase in counter:
+            await self.request(endpoint, i, level, self.clock(), phase)
 
-    async def _serial(self, first: int, stop: int | None, level: LoadLevel, deadline: float | None) -> None:
-        n = len(self.cfg.endpoints)
-        for i in range(first, stop if stop is not None else 1 << 62):
-            if deadline is not None and time.monotonic() >= deadline:
+    async def _serial(self, level: LoadLevel, start: float) -> None:
+        n, phases = len(self.cfg.endpoints), self.phases()
+        for i in itertools.count():
+            phase = phases.at(i, time.monotonic() - start)
+            if phase is None:
                 return
             for k in range(n):
                 endpoint = self.cfg.endpoints[(i + k) % n]  # rotate who goes first
-                await self.request(endpoint, i, level, self.clock())
-
-    def _deadline(self) -> float | None:
-        return None if self.cfg.duration is None else time.monotonic() + self.cfg.duration
+                await self.request(endpoint, i, level, self.clock(), phase)
 
     def arrivals(self, level: LoadLevel) -> Iterator[float]:
-        """Send times in seconds from the level's start: a trace's, sped up, or drawn at ``level.rate``."""
+        """Send times in seconds from the level's start: a trace's, sped up, or drawn at ``level.rate``
+        (rising over --ramp)."""
         if level.replay is not None:
             return iter([t / level.replay for t in self.offsets])
         assert level.rate is not None
         rng = random.Random(self.cfg.seed + 2)
-        return (
+        drawn = (
             poisson(level.rate, rng) if level.burstiness == 1.0 else gamma(level.rate, level.burstiness, rng)
         )
+        return ramped(drawn, self.cfg.ramp) if self.cfg.ramp else drawn
 
     async def open(self, level: LoadLevel) -> None:
-        cfg = self.cfg
-        gaps = self.arrivals(level)
-        total = None if cfg.requests is None else cfg.warmup + cfg.requests
+        cfg, phases = self.cfg, self.phases()
+        # --max-concurrency: arrivals beyond it wait in the client; the wait is their queue delay
         slots = asyncio.Semaphore(max(1, cfg.max_in_flight // cfg.workers))
-        start_ns, deadline = cfg.start_ns if cfg.start_ns is not None else self.clock(), self._deadline()
+        start_ns = cfg.start_ns if cfg.start_ns is not None else self.clock()
         n = len(cfg.endpoints)
         async with asyncio.TaskGroup() as tg:
-            for i, offset in enumerate(gaps):
-                if (total is not None and i >= total) or (
-                    deadline is not None and time.monotonic() >= deadline
-                ):
+            for i, offset in enumerate(self.arrivals(level)):
+                phase = phases.at(i, offset)  # by the schedule: no arrival is slept for past the level
+                if phase is None:
                     break
-                scheduled = start_ns + int(offset * 1e9)
-                wait = (scheduled - self.clock()) / 1e9
-                if deadline is not None and time.monotonic() + wait >= deadline:
-                    break  # the next arrival falls after --duration: do not sleep until it
                 if not cfg.owns(i, None):
                     continue
-                await asyncio.sleep(max(0.0, wait))
+                scheduled = start_ns + int(offset * 1e9)
+                await asyncio.sleep(max(0.0, (scheduled - self.clock()) / 1e9))
                 for k in range(n):
                     endpoint = cfg.endpoints[(i + k) % n]  # rotate who goes first
-                    tg.create_task(self._limited(slots, endpoint, i, level, scheduled))
+                    tg.create_task(self._limited(slots, endpoint, i, level, scheduled, phase))
+
+    async def probes(self, main: Awaitable[None], label: str) -> None:
+        """``main`` (a level's load), with --probe-rate's probes beside it on every endpoint, at fixed
+        intervals, until the load is done; the probes in flight then finish (worker 0 sends them all)."""
+        if not self.cfg.probe_rate or self.cfg.worker != 0:
+            await main
+            return
+        done = asyncio.Event()
+        async with asyncio.TaskGroup() as tg:
+            for endpoint in self.cfg.endpoints:
+                tg.create_task(self._probing(endpoint, label, done))
+            try:
+                await main
+            finally:
+                done.set()
+
+    async def _probing(self, endpoint: Endpoint, label: str, done: asyncio.Event) -> None:
+        assert self.cfg.probe_rate
+        async with asyncio.TaskGroup() as tg:
+            for k in itertools.count():
+                try:
+                    await asyncio.wait_for(done.wait(), 1.0 / self.cfg.probe_rate)
+                    return
+                except TimeoutError:
+                    tg.create_task(self.probe(endpoint, label, k))
+
+    async def probe(self, endpoint: Endpoint, label: str, k: int) -> None:
+        await self.attempts(Job(endpoint, PROBE, k, label, False, self.clock(), probe=True))
 
     async def _limited(
-        self, slots: asyncio.Semaphore, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int
-    ) -> None:
+        self, slots: asyncio.Semaphore, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int,
+        phase: str,
+    ) -> None:  # fmt: skip
         async with slots:
-            await self.request(endpoint, i, level, scheduled_ns)
+            await self.request(endpoint, i, level, scheduled_ns, phase)
 
     async def scrape_all(self) -> dict[str, dict[str, float]]:
-        return await _scrape(self.sessions, self.cfg.endpoints) if self.cfg.scrape_metrics else {}
+        return await scrape_apart(self.cfg)
 
     async def close(self) -> None:
         for s in self.sessions.values():
@@ -313,12 +362,17 @@ async def run_bench(
 
 
 async def _levels(run: _Run, cfg: BenchConfig, result: RunResult) -> None:
+    if cfg.probe_rate and cfg.worker == 0:
+        for k in range(cfg.probe_idle):  # one at a time: the server has nothing else to do
+            for endpoint in cfg.endpoints:
+                await run.probe(endpoint, IDLE, k)
     for level in cfg.loads:
         before = await run.scrape_all()
         # the event loop's own thread: not an embedded server answering in this process, nor a progress bar
         cpu, wall = time.thread_time(), time.monotonic()
         try:
-            await (run.closed(level) if level.concurrency is not None else run.open(level))
+            main = run.closed(level) if level.concurrency is not None else run.open(level)
+            await run.probes(main, level.label)
         finally:
             cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
             result.clients.append(ClientLoad(cfg.worker, HOST, level.label, cpu, wall))
@@ -326,71 +380,3 @@ async def _levels(run: _Run, cfg: BenchConfig, result: RunResult) -> None:
         for name, counters in after.items():
             if name in before:
                 result.spec[(name, level.label)] = (before[name], counters)
-
-
-async def _scrape(
-    sessions: dict[str, Session], endpoints: tuple[Endpoint, ...]
-) -> dict[str, dict[str, float]]:
-    found = {}
-    for e in endpoints:
-        counters = await scrape_all(sessions[e.name], e.base_url)
-        if counters:
-            found[e.name] = counters
-    return found
-
-
-def scrape_once(cfg: BenchConfig) -> dict[str, dict[str, float]]:
-    """Every endpoint's /metrics counters, read now on sessions of its own (a driver between levels)."""
-
-    async def read() -> dict[str, dict[str, float]]:
-        sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in cfg.endpoints}
-        try:
-            return await _scrape(sessions, cfg.endpoints)
-        finally:
-            for session in sessions.values():
-                await session.aclose()
-
-    return asyncio.run(read()) if cfg.scrape_metrics else {}
-
-
-def loop_factory(name: str = "auto") -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
-    """The event loop to run a benchmark on: uvloop where installed ("auto"), else asyncio's own.
-
-    uvloop halves the client's CPU per streamed event (measured 35 -> 17 us with aiohttp at 256 streams)
-    and with it the time events wait for the loop; the summary records which loop measured.
-    """
-    if name in ("auto", "uvloop"):
-        try:
-            import uvloop
-        except ImportError:
-            if name == "uvloop":
-                raise
-        else:
-            return "uvloop", uvloop.new_event_loop
-    return "asyncio", None
-
-
-@contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Keep the objects that exist before a run out of garbage collections until it ends.
-
-    A full collection walks every object the process holds (aiohttp, numpy, rich...): measured at 13 ms
-    in the middle of 256 streams, and every stream's next timestamp is that much late. What exists before
-    the run is never the run's garbage, so only the run's own objects are walked.
-    """
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-def _backoff(record: RequestRecord, attempt: int, rng: random.Random) -> float:
-    for name, value in record.server_headers:
-        if name == "retry-after":
-            try:
-                return min(60.0, max(0.0, float(value)))
-            except ValueError:
-                break  # an HTTP date: fall back to exponential backoff
-    return min(8.0, 0.5 * 2**attempt) * (0.5 + rng.random())

@@ -7,15 +7,17 @@ Nothing here does I/O or imports numpy or torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from lossless.bench.phases import Window
 from lossless.bench.workload.synthetic import Lengths
 from lossless.errors import UsageError
 from lossless.provision.embedded import Embedded
 
 MAX_WORKERS = 4096  # load-generating processes (each an interpreter of ~100 MB)
 DEFAULT_REQUESTS = 20  # measured requests per endpoint and level, when neither --requests nor --duration
+MAX_REPEAT = 100  # whole runs
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,16 @@ class BenchOptions:
         None  # measured requests per endpoint and level (DEFAULT_REQUESTS without duration)
     )
     duration: float | None = None  # or: seconds of dispatching per level
-    warmup: int = 0  # unmeasured requests first
+    # unmeasured requests (or seconds) per endpoint and level: first, and after the measured ones (keeping
+    # the load up while those finish)
+    warmup: Window = field(default_factory=Window)
+    cooldown: Window = field(default_factory=Window)
+    ramp: float = 0.0  # seconds over which the concurrency or the rate rises linearly to each level's
+    max_concurrency: int | None = None  # open loop: requests in flight per endpoint at most (None: 1024)
+    until_saturated: bool = False  # a sweep stops after the first load no endpoint keeps up with
+    repeat: int = 1  # whole runs, each on fresh connections, the endpoints' order alternating
+    probe_rate: float | None = None  # light probe requests per second beside each level's load
+    probe_idle: int = 10  # probes sent one at a time to the idle server first, the baseline
     take_turns: bool = False  # one request at a time over all endpoints (they share a machine)
     retries: int = 0
     timeout_connect: float = 10.0  # seconds
@@ -101,6 +112,22 @@ class BenchOptions:
             self._check_resume()
         if self.tokenizer == "":
             raise UsageError("--tokenizer: give a tokenizer.json, a GGUF file or an embedded model's name")
+        self._check_load_shape()
+
+    def _check_load_shape(self) -> None:
+        """--max-concurrency, --ramp, --repeat, --until-saturated and --probe-rate against the rest."""
+        if self.max_concurrency is not None and self.concurrency is not None:
+            raise UsageError("--max-concurrency caps an open loop (--rate): a closed loop's --concurrency "
+                             "is its own cap")  # fmt: skip
+        if self.ramp and (self.take_turns or self.replay_speed is not None):
+            raise UsageError("--ramp raises a load: not with --take-turns (one at a time) or --replay-speed "
+                             "(a trace's own times)")  # fmt: skip
+        if not 1 <= self.repeat <= MAX_REPEAT:
+            raise UsageError(f"--repeat wants 1 to {MAX_REPEAT}, got {self.repeat}")
+        if self.find_capacity is not None and (self.repeat > 1 or self.until_saturated):
+            raise UsageError("--find-capacity searches its own loads: not with --repeat or --until-saturated")
+        if self.probe_rate is not None and self.take_turns:
+            raise UsageError("--probe-rate sends probes beside a load: not with --take-turns")
 
     def _check_resume(self) -> None:
         if self.out_dir is None:
@@ -108,6 +135,11 @@ class BenchOptions:
         if self.duration is not None or self.find_capacity is not None or self.workers or self.ray:
             raise UsageError("--resume continues a run of --requests in one process: not with --duration, "
                              "--find-capacity, --workers or --ray")  # fmt: skip
+        if self.warmup.seconds is not None or self.cooldown.seconds is not None or self.repeat > 1:
+            raise UsageError("--resume continues requests counted by index: not with --warmup or --cooldown "
+                             "in seconds, or --repeat")  # fmt: skip
+        if self.probe_rate is not None:
+            raise UsageError("--resume continues the load's requests: not with --probe-rate")
         if self.suite.startswith(("chat:", "conversations:")):
             raise UsageError("--resume continues requests, not conversations cut midway: not with a chat: "
                              "or conversations: suite")  # fmt: skip

@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import random
-import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from lossless.analyze import RunInfo, Summary, parse_slo, summarize
 from lossless.analyze.clients import client_table, saturation_warnings
-from lossless.analyze.summarize import attainment
-from lossless.analyze.summary import Capacity
 from lossless.atomic import atomic_path
-from lossless.bench.capacity import search
-from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord, RunResult, loop_factory, run_bench
+from lossless.bench.execute import BenchPlan, CapacitySpec, execute, repeated, search_capacity
+from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord
 from lossless.bench.options import DEFAULT_REQUESTS, BenchOptions
+from lossless.bench.phases import Window
 from lossless.bench.policies import Policy
 from lossless.bench.resume import resume as resumed
+from lossless.bench.runtime import loop_factory
 from lossless.bench.token_exact import calibrate, describe, tokenizer_for
 from lossless.bench.workload.conversation import source
 from lossless.bench.workload.synthetic import Synthetic
@@ -38,29 +37,8 @@ from lossless.provision import embedded, given
 from lossless.provision.counting import fill_n_out, listed_models, load_token_counter
 from lossless.records import RequestRecord
 from lossless.rundir import RECORDS, write_jsonl
-from lossless.validate import MAX_CONCURRENCY
 
-
-@dataclass(frozen=True)
-class CapacitySpec:
-    target: float  # share of requests meeting every objective
-    precision: float  # relative
-    budget_s: float
-
-
-@dataclass(frozen=True)
-class BenchPlan:
-    """What one bench run does (``run``: the schedule) and how its records are summarized."""
-
-    run: BenchConfig
-    slo: Mapping[str, float]  # goodput objectives, parsed
-    stall_s: float  # a longer inter-chunk gap is a stall
-    tokenizer: str | None  # --tokenizer, which counts N_out when a server sends no usage
-    settings: Mapping[str, Any]  # as the user gave them, for summary.json's config block (no secrets)
-    by_class: bool = False  # also compare the endpoints prompt class by prompt class (demo)
-    workers: int | None = None  # load processes: None or 1 in this one, unless ray is given
-    capacity: CapacitySpec | None = None  # --find-capacity: search instead of running ``run.loads``
-    ray: str | None = None  # a Ray cluster's address, or "local": the workers run as Ray tasks
+__all__ = ["BenchPlan", "CapacitySpec", "both_ways", "measure", "plan", "run"]
 
 
 def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
@@ -122,11 +100,13 @@ def plan(options: BenchOptions) -> BenchPlan:
     call = CallOptions(o.api, o.stream, o.max_tokens, o.timeout_first_token or None, o.timeout_total)
     schedule = BenchConfig(
         endpoints=found, call=call, suite=o.suite, loads=loads,
-        requests=requests, duration=o.duration, warmup=o.warmup,
+        requests=requests, duration=o.duration, warmup=o.warmup, cooldown=o.cooldown, ramp=o.ramp,
         retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
         records_path=None if o.out_dir is None else o.out_dir / RECORDS, synthetic=synthetic,
-        policy=policy, serial=o.take_turns,
+        policy=policy, serial=o.take_turns, probe_rate=o.probe_rate, probe_idle=o.probe_idle,
     )  # fmt: skip
+    if o.max_concurrency is not None:
+        schedule = replace(schedule, max_in_flight=o.max_concurrency)
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
     settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}
     settings |= {"workers": o.workers or 1, "ray": o.ray} if o.workers or o.ray else {}
@@ -136,7 +116,8 @@ def plan(options: BenchOptions) -> BenchPlan:
         settings["find_capacity"] = {"target": o.find_capacity, "precision": o.capacity_precision,
                                      "budget_s": o.capacity_budget}  # fmt: skip
     return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings,
-                     workers=o.workers, ray=o.ray, capacity=capacity)  # fmt: skip
+                     workers=o.workers, ray=o.ray, capacity=capacity, repeat=o.repeat,
+                     until_saturated=o.until_saturated)  # fmt: skip
 
 
 def _endpoints(o: BenchOptions) -> tuple[tuple[ep.Endpoint, ...], Policy]:
@@ -166,9 +147,10 @@ def _trace_requests(o: BenchOptions, lines: int) -> int:
     """A trace is replayed whole, or its first --requests lines; it is not cycled."""
     if o.find_capacity is not None and o.rate is None and o.concurrency is None:
         raise UsageError("--find-capacity with a trace searches a --rate or --concurrency: give one")
-    if o.warmup + (o.requests or 0) > lines:
-        raise UsageError(f"the trace has {lines} requests: --requests and --warmup ask for more")
-    return o.requests or lines - o.warmup
+    unmeasured = o.warmup.requests + o.cooldown.requests
+    if unmeasured + (o.requests or 0) > lines:
+        raise UsageError(f"the trace has {lines} requests: --requests, --warmup and --cooldown ask for more")
+    return o.requests or lines - unmeasured
 
 
 def measure(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[RequestRecord]]:
@@ -191,16 +173,18 @@ def measure(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[
     if config.records_path is not None and config.records_path.exists() and not resume:
         config.records_path.unlink()  # a fresh run; records are appended as they finish
     total = None
-    if config.requests is not None:
-        asked = (config.warmup + config.requests) * len(config.endpoints) * len(config.loads)
-        total = asked - len(config.done)
+    if config.requests is not None and config.warmup.seconds is None and config.cooldown.seconds is None:
+        per_level = config.warmup.requests + config.requests + config.cooldown.requests
+        total = per_level * len(config.endpoints) * len(config.loads) * bench_plan.repeat - len(config.done)
     loop_name, _ = loop_factory()
-    capacity = None
-    with _progress(None if bench_plan.capacity else total) as on_record:
+    capacity, stopped = None, None
+    with _progress(None if bench_plan.capacity or bench_plan.until_saturated else total) as on_record:
         if bench_plan.capacity is not None:
-            result, capacity = _search(bench_plan, on_record)
+            result, capacity = search_capacity(bench_plan, on_record)
+        elif bench_plan.repeat > 1 or bench_plan.until_saturated:
+            result, stopped = repeated(bench_plan, on_record)
         else:
-            result = _execute(bench_plan, config, on_record)
+            result = execute(bench_plan, config, on_record)
     declared = None if count is None or not bench_plan.tokenizer else (bench_plan.tokenizer, count)
     measured = prior + result.records
     records = fill_n_out(
@@ -220,61 +204,7 @@ def measure(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[
         records, prices, spec=result.spec, slo=bench_plan.slo, stall_s=bench_plan.stall_s, run=info,
         class_seed=config.seed if bench_plan.by_class else None,
     )  # fmt: skip
-    return replace(summary, capacity=capacity), records
-
-
-def _execute(bench_plan: BenchPlan, config: BenchConfig, on_record: OnRecord | None) -> RunResult:
-    """``config``'s load levels, in this process or on workers."""
-    if (bench_plan.workers or 1) > 1 or bench_plan.ray is not None:
-        from lossless.bench.workers import driver
-
-        return driver.run(config, bench_plan.workers, bench_plan.ray, on_record)
-    with asyncio.Runner(loop_factory=loop_factory()[1]) as runner:
-        return runner.run(_stoppable(config, on_record))
-
-
-def _search(bench_plan: BenchPlan, on_record: OnRecord | None) -> tuple[RunResult, Capacity]:
-    """--find-capacity: one level at a time, each next load chosen from the attainment of the last."""
-    config, spec = bench_plan.run, bench_plan.capacity
-    assert spec is not None
-    first = config.loads[0]
-    kind = "rate" if first.rate is not None else "concurrency"
-    merged = RunResult()
-
-    def probe(load: float) -> float | None:
-        level = replace(first, rate=load) if kind == "rate" else LoadLevel(concurrency=int(load))
-        found = _execute(bench_plan, replace(config, loads=(level,)), on_record)
-        merged.records += found.records
-        merged.spec |= found.spec
-        merged.clients += found.clients
-        merged.notes += found.notes
-        if found.interrupted:
-            merged.interrupted = True
-            return None
-        final = [r for r in found.records if not r.warmup]
-        return attainment(final, bench_plan.slo).get("all", 0.0)
-
-    start = first.rate if first.rate is not None else float(first.concurrency or 1)
-    most = 1e6 if kind == "rate" else float(MAX_CONCURRENCY)
-    capacity = search(probe, kind=kind, start=start, target=spec.target, slo_ms=bench_plan.slo,
-                      precision=spec.precision, budget_s=spec.budget_s, most=most)  # fmt: skip
-    return merged, capacity
-
-
-async def _stoppable(config: BenchConfig, on_record: OnRecord | None) -> RunResult:
-    """``run_bench``, which Ctrl-C ends by cancelling it; SIGTERM (what ``timeout``, a CI cancellation
-    and ``docker stop`` send) ends it the same way, so the requests that finished are summarized and
-    the summary is marked interrupted instead of the process dying with nothing written."""
-    loop, task = asyncio.get_running_loop(), asyncio.current_task()
-    assert task is not None
-    try:
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-        return await run_bench(config, on_record=on_record)
-    try:
-        return await run_bench(config, on_record=on_record)
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+    return replace(summary, capacity=capacity, stopped=stopped), records
 
 
 def _reachable(config: BenchConfig) -> None:
@@ -310,11 +240,22 @@ def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
         "suite": config.suite, "api": config.call.api,
         "stream": "both" if any(e.stream is not None for e in config.endpoints) else config.call.stream,
         "max_tokens": config.call.max_tokens, "loads": [lv.label for lv in config.loads],
-        "requests": config.requests, "duration_s": config.duration, "warmup": config.warmup,
+        "requests": config.requests, "duration_s": config.duration, "warmup": _window(config.warmup),
+        **({"cooldown": _window(config.cooldown)} if not config.cooldown.empty else {}),
+        **({"ramp_s": config.ramp} if config.ramp else {}),
+        **({"max_concurrency": config.max_in_flight} if any(lv.rate for lv in config.loads) else {}),
+        **({"probe_rate": config.probe_rate} if config.probe_rate else {}),
+        **({"repeat": bench_plan.repeat} if bench_plan.repeat > 1 else {}),
+        **({"until_saturated": True} if bench_plan.until_saturated else {}),
         "retries": config.retries, "seed": config.seed, **bench_plan.settings,
         **({"synthetic": describe(config.synthetic)} if config.synthetic else {}),
         **({"policy": config.policy.describe()} if config.policy.active else {}),
     }  # fmt: skip
+
+
+def _window(w: Window) -> int | str:
+    """A window as summary.json has always said a warm-up: a count of requests; or "10s"."""
+    return w.requests if w.seconds is None else w.label
 
 
 def environment(started: float, event_loop: str) -> dict[str, Any]:
@@ -348,7 +289,8 @@ def _progress(total: int | None) -> Iterator[OnRecord | None]:
             return
 
         def on_record(record: RequestRecord) -> None:
-            if not record.retried:  # a retried attempt is followed by another of the same request
+            # a retried attempt is followed by another of the same request; probes are not the load's
+            if not record.retried and not record.probe:
                 advance()
 
         yield on_record

@@ -10,6 +10,7 @@ inspect.py    ``inspect()``: what is behind an endpoint
 saved.py      ``report()``, ``compare()``: saved runs
 advise.py     ``advise()``: time-outs, hedging and failover predicted from saved runs
 watch.py      ``watch()``, ``history()``: bench on a schedule, into a history; its trends
+sweep.py      ``sweep()``: server configurations x loads, each until it saturates; the Pareto page
 serving.py    ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
 reference.py  ``reference_markdown()``: docs/cli.md, every --help (``python -m lossless.cli.reference``)
 __main__.py   ``python -m lossless.cli``
@@ -20,7 +21,7 @@ from __future__ import annotations
 import click
 
 from lossless import __version__
-from lossless.cli import advise, bench, inspect, measure, saved, serving, tasks, watch
+from lossless.cli import advise, bench, inspect, measure, saved, serving, sweep, tasks, watch
 from lossless.cli.common import Lossless
 
 
@@ -45,6 +46,7 @@ for command in (
     advise.advise,
     watch.watch,
     watch.history,
+    sweep.sweep,
 ):
     main.add_command(command)
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from lossless.bench.options import DEFAULT_REQUESTS, MAX_WORKERS, BenchOptions
+from lossless.bench.options import DEFAULT_REQUESTS, MAX_REPEAT, MAX_WORKERS, BenchOptions
+from lossless.bench.phases import parse_window
 from lossless.bench.workload.synthetic import parse_lengths
 from lossless.cli.common import (
     APIS,
@@ -44,12 +45,16 @@ def bench_options(
     output_tokens: str | None,
     stream_way: str = "on",
     no_stream: bool = False,
+    warmup: str = "0",
+    cooldown: str = "0",
     **opts: Any,
 ) -> BenchOptions:
     """bench's flags -> BenchOptions (bench and watch)."""
     way = "off" if no_stream else stream_way
     return BenchOptions(
         urls=urls,
+        warmup=parse_window(warmup, "--warmup"),
+        cooldown=parse_window(cooldown, "--cooldown"),
         stream=way != "off",
         stream_both=way == "both",
         concurrency=None if concurrency is None else int_list(concurrency, "--concurrency"),
@@ -132,10 +137,6 @@ def load_flags(fn: Any) -> Any:
             help="Or: seconds of sending per load level (what is in flight then finishes).",
         ),
         click.option(
-            "--warmup", default=B.warmup, show_default=True, type=click.IntRange(0),
-            help="Unmeasured requests per endpoint and level, sent first.",
-        ),
-        click.option(
             "--take-turns", is_flag=True,
             help="One request at a time over all endpoints, prompt by prompt, taking turns to go first: for "
             "endpoints sharing one machine, which side by side would slow each other.",
@@ -153,6 +154,50 @@ def load_flags(fn: Any) -> Any:
             "--ray", default=None, is_flag=False, flag_value="local", metavar="[ADDRESS]",
             help="Run the workers as Ray tasks on the cluster at ADDRESS (host:6379, ray://host:10001, "
             "auto), or on a Ray started for the run when no address is given. Needs lossless[ray].",
+        ),
+    ]  # fmt: skip
+    for flag in reversed(flags):
+        fn = flag(fn)
+    return fn
+
+
+def window_flags(fn: Any) -> Any:
+    """A level's shape: unmeasured windows, a ramp, a cap; a sweep's stop, repeated runs, probes."""
+    flags: list[Decorator] = [
+        click.option(
+            "--warmup", default=B.warmup.label, show_default=True, metavar="N|SECONDSs",
+            help="Unmeasured requests per endpoint and level, sent first: a count (5) or seconds (10s).",
+        ),
+        click.option(
+            "--cooldown", default=B.cooldown.label, show_default=True, metavar="N|SECONDSs",
+            help="Unmeasured requests after the measured ones, keeping the load up while those finish: a "
+            "count (5) or seconds (10s).",
+        ),
+        click.option(
+            "--ramp", default=B.ramp, show_default=True, type=FiniteFloat(0, 86_400),
+            help="Seconds over which each level's concurrency (slot by slot) or rate rises linearly to its "
+            "full value (give --warmup as long to measure the full load only).",
+        ),
+        click.option(
+            "--max-concurrency", default=None, type=click.IntRange(1), show_default="1024",
+            help="With --rate: requests in flight per endpoint at most; later arrivals wait in the client, "
+            "and the wait is their queue delay (never hidden in their latency).",
+        ),
+        click.option(
+            "--until-saturated", is_flag=True,
+            help="Stop a sweep of rising loads (--rate 1,2,4,8 or --concurrency) after the first one no "
+            "endpoint keeps up with, tested: the wait for the first token growing, fewer served than "
+            "offered, or more concurrency buying no throughput.",
+        ),
+        click.option(
+            "--repeat", default=B.repeat, show_default=True, type=click.IntRange(1, MAX_REPEAT),
+            help="Run the whole measurement this many times (fresh connections, the endpoints' order "
+            "alternating): each statistic gets a between-run 95% CI.",
+        ),
+        click.option(
+            "--probe-rate", default=None, type=FiniteFloat(1e-3, 100), metavar="PER_S",
+            help="Light probe requests per second beside each level's load, reported apart against the "
+            f"same probe on the idle server ({B.probe_idle} sent first): what a lone user meets.",
         ),
     ]  # fmt: skip
     for flag in reversed(flags):
@@ -234,12 +279,15 @@ def client_flags(fn: Any) -> Any:
         "lossless bench URL_A URL_B --model m --concurrency 1,4,16 --requests 50",
         "lossless bench --endpoints endpoints.toml --rate 2 --duration 60 --slo ttft=500,e2e=5000",
         "lossless bench URL --model m --input-tokens 1000 --output-tokens 200 --tokenizer model.gguf",
+        "lossless bench URL --model m --rate 1,2,4,8,16 --until-saturated --warmup 10s --cooldown 5",
+        "lossless bench URL --model m --concurrency 8 --repeat 3 --probe-rate 0.5 --out run/",
         "lossless bench --out run/ --resume        # finish a run that was killed",
     )
 )
 @endpoint_flags
 @workload_flags
 @load_flags
+@window_flags
 @capacity_flags
 @client_flags
 @output_flags("Summary", "records.jsonl, summary.json and summary.csv")

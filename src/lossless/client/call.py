@@ -11,12 +11,12 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from lossless.client.answer import Answer, MalformedStream, StreamError
 from lossless.client.api_names import PATHS
 from lossless.client.endpoints import Endpoint
-from lossless.client.http import Session, TransportError
+from lossless.client.http import Connection, Session, TransportError
 from lossless.client.openai import cached_tokens, error_of, reasoning_tokens, request_body
 from lossless.client.prompt import Prompt
 from lossless.client.sse import read_events
@@ -42,6 +42,8 @@ class Job:
     scheduled_ns: int
     session: str | None = None  # a conversation's turn: which conversation
     turn: int | None = None  # ... and which turn, from 1
+    cooldown: bool = False  # sent after a level's measured requests, to keep the load up (unmeasured)
+    probe: bool = False  # a light request beside the load (bench --probe-rate), reported apart
 
 
 class CallCancelled(asyncio.CancelledError):
@@ -108,6 +110,7 @@ class _Got:
     status: int | None = None
     server_headers: tuple[tuple[str, str], ...] = ()
     error_body: str = ""
+    connection: Connection = field(default_factory=Connection)
 
 
 async def _exchange(
@@ -123,6 +126,7 @@ async def _exchange(
     async with session.post(path, body) as resp:
         got.headers_ns = clock()
         got.status = resp.status
+        got.connection = resp.connection
         got.server_headers = resp.headers
         answer = got.answer
         if resp.status != 200:
@@ -180,6 +184,8 @@ def _record(
         api=opts.api,
         stream=opts.stream,
         warmup=job.warmup,
+        cooldown=job.cooldown,
+        probe=job.probe,
         load=job.load,
         scheduled_ns=job.scheduled_ns,
         sent_ns=sent,
@@ -209,4 +215,8 @@ def _record(
         server_timings=tuple(sorted(answer.timings.items())),
         served_model=answer.model,
         system_fingerprint=answer.fingerprint,
+        connection=got.connection.kind,
+        dns_ns=got.connection.dns_ns,
+        connect_ns=got.connection.connect_ns,
+        tls_ns=got.connection.tls_ns,
     )

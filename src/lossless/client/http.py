@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +29,74 @@ TIMING_HEADERS = frozenset(
 KEPT_HEADERS = TIMING_HEADERS | IDENTITY_HEADERS
 
 
+@dataclass(frozen=True)
+class Connection:
+    """How a request got its connection: a new one, with its phases in ns (DNS None when the lookup was
+    cached, TLS None over plain HTTP), or one reused from the pool (no phases)."""
+
+    kind: str | None = None  # "new", "reused"; None: the request never got one
+    dns_ns: int | None = None
+    connect_ns: int | None = None  # the TCP handshake
+    tls_ns: int | None = None
+
+
+# The phases of the request being sent in this task: aiohttp's trace hooks and the TLS context write the
+# times they see here (both run in the task that asked for the connection)
+_MARKS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("lossless_marks", default=None)
+
+
+def _mark(name: str) -> Callable[..., Any]:
+    async def hook(*_: object) -> None:
+        marks = _MARKS.get()
+        if marks is not None:
+            marks[name] = time.perf_counter_ns()
+
+    return hook
+
+
+def _tracing() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_dns_resolvehost_start.append(_mark("dns_start"))
+    trace.on_dns_resolvehost_end.append(_mark("dns_end"))
+    trace.on_connection_create_start.append(_mark("create_start"))
+    trace.on_connection_create_end.append(_mark("create_end"))
+    trace.on_connection_reuseconn.append(_mark("reused"))
+    return trace
+
+
+class _TimedTLS(ssl.SSLContext):
+    """The default verified context, noting when the TLS handshake begins: asyncio (and uvloop) wrap the
+    connected socket's bytes with ``wrap_bio`` right before the handshake, so TCP ends there. aiohttp's
+    hooks see only the connection's start and end, TCP and TLS together."""
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        marks = _MARKS.get()
+        if marks is not None:
+            marks["tls_start"] = time.perf_counter_ns()
+        return super().wrap_bio(*args, **kwargs)
+
+
+def _tls_context() -> ssl.SSLContext:
+    context = _TimedTLS(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and host names, as aiohttp's own
+    context.load_default_certs()  # the system's store (or SSL_CERT_FILE), as ssl.create_default_context
+    return context
+
+
+def connection_of(marks: dict[str, int]) -> Connection:
+    """The marks one request's connection left -> its kind and phases."""
+    if "reused" in marks:
+        return Connection("reused")
+    start, end = marks.get("create_start"), marks.get("create_end")
+    if start is None or end is None:
+        return Connection()
+    dns = marks["dns_end"] - marks["dns_start"] if {"dns_start", "dns_end"} <= marks.keys() else None
+    tcp_from = marks.get("dns_end", start)
+    tls_start = marks.get("tls_start")
+    if tls_start is None:
+        return Connection("new", dns, end - tcp_from)
+    return Connection("new", dns, tls_start - tcp_from, end - tls_start)
+
+
 class TransportError(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -33,10 +104,16 @@ class TransportError(Exception):
 
 
 class Response:
-    __slots__ = ("_redact", "_resp", "headers", "status")
+    __slots__ = ("_redact", "_resp", "connection", "headers", "status")
 
-    def __init__(self, resp: aiohttp.ClientResponse, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        resp: aiohttp.ClientResponse,
+        redact: Callable[[str], str],
+        connection: Connection = Connection(),
+    ) -> None:
         self._resp = resp
+        self.connection = connection
         self._redact = redact  # the session's: a transport error's text may quote the URL's password
         self.status = resp.status
         self.headers = tuple(
@@ -98,10 +175,10 @@ class Session:
                 headers=self._headers,
                 # Read/total limits are enforced by the caller per phase (first token, total).
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, ssl=_tls_context()),
                 trust_env=False,
+                trace_configs=[_tracing()],
                 auto_decompress=False,
-                trace_configs=[_sent_trace()],
             )
         return self._session
 
@@ -110,14 +187,18 @@ class Session:
 
     @asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[Response]:
+        marks: dict[str, int] = {}
+        token = _MARKS.set(marks)
         try:
-            resp = await self._send(path, body)
+            resp = await self._send(path, body, marks)
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise TransportError(Failure.TIMEOUT_CONNECT, "connect timed out") from exc
         except aiohttp.ClientError as exc:
             raise TransportError(Failure.CONNECTION, self.redact(f"{type(exc).__name__}: {exc}")) from exc
+        finally:
+            _MARKS.reset(token)
         try:
-            yield Response(resp, self.redact)
+            yield Response(resp, self.redact, connection_of(marks))
         finally:
             # A response abandoned midway must not go back to the pool: its rest would be read as the
             # next response's head.
@@ -126,23 +207,22 @@ class Session:
             else:
                 resp.close()
 
-    async def _send(self, path: str, body: bytes) -> aiohttp.ClientResponse:
+    async def _send(self, path: str, body: bytes, marks: dict[str, int]) -> aiohttp.ClientResponse:
         """POST; once more on a new connection when a pooled one turns out closed by the server before
         any answer came back on it. llama.cpp's server closes a connection just after each streamed
         answer while its headers say keep-alive, and the next request, sent before the close arrived,
         failed (unwritten, or the server gone at once) though the server never read it. Clients users
         run do the same (httpx checks a pooled connection before reuse; the openai client retries). A
-        failure on a new connection, or on a reused one of any other kind, is recorded as it is."""
+        failure on a new connection, or on a reused one of any other kind, is recorded as it is.
+        ``marks`` are the last attempt's (see ``connection_of``)."""
         for attempt in range(2):
-            state = SimpleNamespace(reused=False)
+            marks.clear()
             try:
                 # Redirects are not followed: aiohttp would carry custom key headers (api-key, x-api-key)
                 # to another origin (it drops only Authorization). A 3xx is an answer, recorded as such.
-                return await self._client().post(
-                    self._base + path, data=body, allow_redirects=False, trace_request_ctx=state
-                )
+                return await self._client().post(self._base + path, data=body, allow_redirects=False)
             except aiohttp.ClientConnectionError as exc:
-                if attempt or not state.reused or not _closed_before_answer(exc):
+                if attempt or "reused" not in marks or not _closed_before_answer(exc):
                     raise
         raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -161,18 +241,6 @@ class Session:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
-
-
-def _sent_trace() -> aiohttp.TraceConfig:
-    """Marks a request's ``trace_request_ctx`` (a namespace) when it goes out on a pooled connection."""
-
-    async def reused(_: Any, context: SimpleNamespace, __: Any) -> None:
-        if context.trace_request_ctx is not None:
-            context.trace_request_ctx.reused = True
-
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_reuseconn.append(reused)
-    return trace
 
 
 def _closed_before_answer(exc: aiohttp.ClientConnectionError) -> bool:

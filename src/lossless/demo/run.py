@@ -68,6 +68,7 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
 
 def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
     from lossless.bench.options import BenchOptions
+    from lossless.bench.phases import Window
     from lossless.bench.run import measure, plan
     from lossless.report import terminal
 
@@ -86,7 +87,7 @@ def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
         max_tokens=options.max_tokens,
         concurrency=(1,),
         requests=options.requests * parts,
-        warmup=options.warmup,
+        warmup=Window(options.warmup),
         seed=options.seed,
         out_dir=options.out_dir,
     )

@@ -11,6 +11,7 @@ advise.py        ``emit()``: advise's tables, JSON and the trade-off page
 demo.py          ``DemoResult``: what the demo found, in a few lines
 trend.py         ``render_terminal()``: a watch's history, its runs and flagged changes
 compare.py       ``load()``, ``emit()``: ``lossless compare``: two saved runs, B's ratios to A's with CIs
+sweep.py         ``emit()``: ``lossless sweep``'s table, sweep.json, its run folders and the Pareto page
 merge.py         ``merge()``: runs made at the same time on several machines -> one run
 html.py          ``render_run()``: one run's page (plots, tables, setup); ``build()`` from a run folder
 terminal.py      ``render()``: bench's summary as a rich table

@@ -1,6 +1,7 @@
 """What the tables leave out, in sentences: per endpoint and load, the speculative counters, goodput and
-SLO attainment, prompt caching, token-exact lengths, conversations, cost, stalls and token counting, and
-who answered. The terminal prints them under its table; the HTML report lists them under its own."""
+SLO attainment, prompt caching, token-exact lengths, conversations, cost, stalls and token counting, a
+saturated server, probes, new connections' cost, and who answered. The terminal prints them under its
+table; the HTML report lists them under its own."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def endpoint_notes(e: EndpointStats) -> list[str]:
         notes.append(f"${g.cost_per_ok_request_usd:.6f} per successful request")
     if g.stalls.count:
         notes.append(f"{g.stalls.count} stalls")
+    if e.saturation is not None and e.saturation.saturated:
+        notes.append(e.saturation.reason)
+    if e.probes is not None:
+        notes.append(e.probes.text)
     if said := server_metrics_note(e):
         notes.append(said)
     for header, d in g.server_ms.items():  # what the server (or a gateway before it) says it spent
@@ -56,7 +61,26 @@ def endpoint_notes(e: EndpointStats) -> list[str]:
             f"output tokens unknown for {uncounted} requests (no usage from the server; --tokenizer counts "
             "the text), so no TPOT or output speed for them"
         )
+    if said := connections_note(g):  # last: the rarest thing people look for
+        notes.append(said)
     return notes
+
+
+def connections_note(g: GroupStats) -> str | None:
+    """New connections' phases (p50) and TTFB on new against reused ones, when a new one was timed."""
+    new, reused = g.metrics.get("ttfb_new_ms"), g.metrics.get("ttfb_reused_ms")
+    if new is None or not new.n:
+        return None
+    phases = [f"{m.label} {m.fmt(d.p50)} ms" for m in (METRIC[k] for k in ("dns_ms", "connect_ms", "tls_ms"))
+              if (d := g.metrics.get(m.key)) is not None and d.n and d.p50 is not None]  # fmt: skip
+    ttfb = METRIC["ttfb_new_ms"]
+    said = f"connections: {new.n} new" + (f" ({', '.join(phases)}, p50)" if phases else "")
+    if reused is not None and reused.n:
+        return (
+            said
+            + f", {reused.n} reused; TTFB p50 {ttfb.fmt(new.p50)} ms new, {ttfb.fmt(reused.p50)} ms reused"
+        )
+    return said + f"; TTFB p50 {ttfb.fmt(new.p50)} ms"
 
 
 def server_metrics_note(e: EndpointStats, most: int = 6) -> str | None:

@@ -33,7 +33,7 @@ class Figure:
 def groups(records: Sequence[RequestRecord]) -> Groups:
     """Successful final attempts, warm-up excluded, by "endpoint load" (or just one of the two when the
     other never varies), in the order the run first sent them."""
-    keep = [r for r in on_one_timeline(list(records)) if not r.warmup and r.ok and not r.retried]
+    keep = [r for r in on_one_timeline(list(records)) if r.measured and r.ok and not r.retried]
     many_loads = len({r.load for r in keep}) > 1
     many_endpoints = len({r.endpoint for r in keep}) > 1
     out: Groups = {}

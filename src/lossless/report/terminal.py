@@ -7,8 +7,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lossless.analyze import METRICS, GroupStats, Metric, Summary
+from lossless.analyze import METRIC, METRICS, GroupStats, Metric, Summary
 from lossless.analyze.metrics import SHOWN_RATIOS, thin
+from lossless.analyze.repeats import SPREAD
 from lossless.report.notes import endpoint_notes, served_by
 
 _COLUMNS = tuple((m, stat) for m in METRICS for stat in m.terminal)
@@ -46,6 +47,40 @@ def _classes(summary: Summary, console: Console) -> None:
     console.print(table)
 
 
+def repeat_rows(summary: Summary) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """bench --repeat: per endpoint and load, each overview statistic's mean over the runs and its
+    between-run 95% CI ("12 (11-13)"); the headers, and the rows."""
+    shown = [k for k in SPREAD if any(e.repeats and k in e.repeats.stats for e in summary.endpoints)]
+    rows = []
+    for e in summary.endpoints:
+        if e.repeats is None:
+            continue
+        cells = []
+        for key in shown:
+            s = e.repeats.stats.get(key)
+            digits = METRIC[key.split()[0]].digits if " " in key else 1
+            cells.append(
+                "-"
+                if s is None
+                else f"{s.mean:,.{digits}f} ({s.ci95[0]:,.{digits}f}-{s.ci95[1]:,.{digits}f})"
+            )
+        rows.append((e.name, e.load, str(e.repeats.runs), *cells))
+    headers = tuple(METRIC[k.split()[0]].header(k.split()[1]) if " " in k else k for k in shown)
+    return ("endpoint", "load", "runs", *headers), rows
+
+
+def _repeats(summary: Summary, console: Console) -> None:
+    headers, rows = repeat_rows(summary)
+    if not rows:
+        return
+    table = Table(title="over the runs: mean (between-run 95% CI)", title_justify="left")
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("endpoint", "load") else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
 def render(summary: Summary, console: Console) -> None:
     table = Table(title="lossless bench", title_justify="left")
     columns = (m.header(s, unit=False) for m, s in _COLUMNS)
@@ -73,8 +108,11 @@ def render(summary: Summary, console: Console) -> None:
     for c in summary.comparisons:
         if c.stat in SHOWN_RATIOS:
             console.print(escape(f"[{c.load}] {c.text}"))  # "[c=1]" is not a style
+    _repeats(summary, console)
     if summary.capacity is not None:
         console.print(escape(summary.capacity.text))
+    if summary.stopped is not None:
+        console.print(escape(summary.stopped))
     if summary.interrupted:
         console.print("[bold]interrupted[/bold]: results cover the requests that finished")
     for warning in summary.run.warnings if summary.run is not None else ():

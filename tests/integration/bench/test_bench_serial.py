@@ -9,6 +9,7 @@ import itertools
 from scripted_server import ScriptedServer
 
 from lossless.bench.loop import BenchConfig, LoadLevel, run_bench
+from lossless.bench.phases import Window
 from lossless.client.call import CallOptions
 from lossless.client.endpoints import Endpoint
 
@@ -23,7 +24,7 @@ def test_serial_runs_one_request_at_a_time_and_alternates_who_goes_first() -> No
             suite="short+grounded",
             loads=(LoadLevel(concurrency=1),),
             requests=4,
-            warmup=1,
+            warmup=Window(1),
             serial=True,
         )
         records = asyncio.run(run_bench(cfg)).records

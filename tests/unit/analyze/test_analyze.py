@@ -15,6 +15,7 @@ from lossless.analyze import Summary, describe, parse_slo, server_times, spec_st
 from lossless.analyze.summary import Speculative
 from lossless.client.call import CallOptions, Job, call
 from lossless.client.endpoints import Endpoint
+from lossless.client.http import Connection
 from lossless.client.prompt import Prompt
 from lossless.errors import UsageError
 
@@ -34,6 +35,7 @@ DONE = sse(b"[DONE]")
 class FakeResponse:
     status = 200
     headers = (("server-timing", "queue;dur=1.5, infer;dur=20"),)
+    connection = Connection("reused")
 
     def __init__(self, reads: list[bytes]) -> None:
         self.reads = reads
@@ -139,7 +141,16 @@ def test_classes_get_the_same_metric_objects() -> None:
     assert entry.classes["short"].requests.ok == 4
     assert entry.classes["long"].stat("e2e_ms", "p50") == 99
     as_json = entry.as_dict()
-    of_the_endpoint = {"name", "load", "speculative", "server_metrics", "classes"}
+    of_the_endpoint = {
+        "name",
+        "load",
+        "speculative",
+        "server_metrics",
+        "classes",
+        "saturation",
+        "probes",
+        "repeats",
+    }
     assert set(as_json["classes"]["long"]) == set(as_json) - of_the_endpoint
     assert entry.overall.metrics["e2e_ms"].n == 6
 

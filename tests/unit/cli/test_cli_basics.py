@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from lossless.bench.options import BenchOptions
+from lossless.bench.phases import Window, parse_window
 from lossless.cli import main
 from lossless.demo.options import DemoOptions
 from lossless.inspect.options import InspectOptions
@@ -94,6 +95,8 @@ def test_help_defaults_are_the_options_own(name: str) -> None:
         given = param.type_cast_value(click.Context(command), param.default)
         if isinstance(known[param.name], Budget):  # given by name
             given = parse_budget(given)
+        if isinstance(known[param.name], Window):  # a count of requests, or seconds
+            given = parse_window(given, param.name)
         assert given == known[param.name], param.name
         compared += 1
     assert compared >= 2

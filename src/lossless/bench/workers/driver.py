@@ -13,7 +13,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord, RunResult, scrape_once
+from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord, RunResult
+from lossless.bench.runtime import scrape_once
 from lossless.bench.workers import transport
 from lossless.bench.workers.transport import Pool
 from lossless.errors import EndpointError

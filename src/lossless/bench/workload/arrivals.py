@@ -25,3 +25,14 @@ def gamma(rate: float, burstiness: float, rng: random.Random) -> Iterator[float]
     while True:
         t += rng.gammavariate(burstiness, scale)
         yield t
+
+
+def ramped(offsets: Iterator[float], ramp_s: float) -> Iterator[float]:
+    """The same arrivals with the rate rising linearly from 0 to its full value over ``ramp_s`` seconds.
+
+    NOTE: a time change, not a thinning: the process's own time u maps to t with u = t^2 / (2 ramp) while
+    t < ramp (the integral of the rate ramp t / ramp) and t - ramp / 2 after, so every arrival is kept, in
+    order, and the gaps keep their shape (Poisson stays Poisson, at the ramping rate).
+    """
+    for u in offsets:
+        yield (2.0 * ramp_s * u) ** 0.5 if u < ramp_s / 2 else u + ramp_s / 2
