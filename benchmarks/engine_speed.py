@@ -223,8 +223,10 @@ def compare(opts: argparse.Namespace, stack: contextlib.ExitStack) -> None:
         runs["vLLM"] = vllm(path, opts.threads, stack)
     elif not opts.no_vllm:
         print(f"  vLLM: not installed at {vllm_python()} (make vllm): left out", file=sys.stderr)
-    runs |= {name: default(path, context) if name == "default" else ours(path, *ROWS[name], context)
-             for name in opts.rows}  # fmt: skip
+    runs |= {
+        name: default(path, context) if name == "default" else ours(path, *ROWS[name], context)
+        for name in opts.rows
+    }
     encoder = Engine.load(path, max_context=context)
     peers = [peer for peer in runs if peer.startswith("llama.cpp") or peer == "vLLM"]
     head = "".join(f"{'vs ' + peer:>14}{'95% CI':>14}" for peer in peers)
@@ -237,8 +239,10 @@ def compare(opts: argparse.Namespace, stack: contextlib.ExitStack) -> None:
             rate = statistics.median(r for r, _ in values if r > 0)
             first = statistics.median(t for _, t in values) * 1000
             if stalled := sum(r <= 0 for r, _ in values):
-                print(f"  {suite} {name}: {stalled} of {len(values)} runs with T(N) <= T(1), left out",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"  {suite} {name}: {stalled} of {len(values)} runs with T(N) <= T(1), left out",
+                    file=sys.stderr,
+                )
             cells = ""
             for peer in peers:
                 ratio, lo, hi = paired_ratio(values, results[peer])

@@ -280,14 +280,24 @@ def run_one(cell: Cell, urls: tuple[str, str], seed: int, budget: str, commit: s
     # a sequential procedure says where it stopped; a fixed one always spends the whole budget
     procedure = d.get("procedure") or {}
     return {
-        "cell": cell.name, "api": cell.api, "lossy": cell.lossy, "budget": budget, "seed": seed,
-        "verdict": result.verdict, "seconds": round(seconds, 2),
+        "cell": cell.name,
+        "api": cell.api,
+        "lossy": cell.lossy,
+        "budget": budget,
+        "seed": seed,
+        "verdict": result.verdict,
+        "seconds": round(seconds, 2),
         "samples": procedure.get("samples", d["budget"]["samples"]),
-        "look": procedure.get("look"), "looks": procedure.get("looks"), "requests": procedure.get("requests"),
-        "rejected": rejected(result.verdict, d["reasons"]), "reasons": d["reasons"], "notes": d["notes"],
+        "look": procedure.get("look"),
+        "looks": procedure.get("looks"),
+        "requests": procedure.get("requests"),
+        "rejected": rejected(result.verdict, d["reasons"]),
+        "reasons": d["reasons"],
+        "notes": d["notes"],
         "distance": d["logprob_distance"],
-        "load_average": round(os.getloadavg()[0], 2), "commit": commit,
-    }  # fmt: skip
+        "load_average": round(os.getloadavg()[0], 2),
+        "commit": commit,
+    }
 
 
 def read_runs(path: Path) -> list[dict[str, Any]]:

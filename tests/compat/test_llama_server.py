@@ -58,10 +58,17 @@ def test_probe_reads_what_llama_server_honours(llama_server: LlamaServer) -> Non
     assert code == 0
     got = {c["name"]: c["verdict"] for c in doc["checks"]}
     honoured = (
-        "max_tokens=5", "stop", "seed", "temperature=1 samples", "temperature=0 repeatable", "logprobs",
-        "top_logprobs=3", "stream_options.include_usage", "stream == non-stream (temperature 0)",
+        "max_tokens=5",
+        "stop",
+        "seed",
+        "temperature=1 samples",
+        "temperature=0 repeatable",
+        "logprobs",
+        "top_logprobs=3",
+        "stream_options.include_usage",
+        "stream == non-stream (temperature 0)",
         "response_format=json_schema",
-    )  # fmt: skip
+    )
     for name in honoured:
         assert got[name] == "honoured", name
     # n > 1 takes a slot a choice: with 4 slots (the fixture's) it answers 3 choices; with one it refuses

@@ -91,8 +91,21 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with ScriptedServer() as slow, ScriptedServer() as fast:
         slow.script({"capacity": 30.0, "steps": [[0.002, "content", 1]] * 8})
         fast.script({"capacity": 60.0, "steps": [[0.002, "content", 1]] * 8})
-        args = ["sweep", slow.url, fast.url, "--model", "m", "--rate", "10,20,40,80,160",
-                "--burstiness", "20", "--requests", "40", "--out", str(out)]  # fmt: skip
+        args = [
+            "sweep",
+            slow.url,
+            fast.url,
+            "--model",
+            "m",
+            "--rate",
+            "10,20,40,80,160",
+            "--burstiness",
+            "20",
+            "--requests",
+            "40",
+            "--out",
+            str(out),
+        ]
         result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     return out

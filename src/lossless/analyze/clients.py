@@ -20,10 +20,16 @@ MIN_WALL_S = 1.0  # a shorter level's CPU share is start-up noise, not load
 def client_table(clients: Sequence[ClientLoad]) -> tuple[Mapping[str, Any], ...]:
     """As summary.json keeps them: one row per process and level."""
     return tuple(
-        {"worker": c.worker, "host": c.host, "load": c.load, "cpu_s": round(c.cpu_s, 3),
-         "wall_s": round(c.wall_s, 3), "busy": round(c.busy, 3)}
+        {
+            "worker": c.worker,
+            "host": c.host,
+            "load": c.load,
+            "cpu_s": round(c.cpu_s, 3),
+            "wall_s": round(c.wall_s, 3),
+            "busy": round(c.busy, 3),
+        }
         for c in clients
-    )  # fmt: skip
+    )
 
 
 def saturation_warnings(clients: Sequence[ClientLoad]) -> list[str]:

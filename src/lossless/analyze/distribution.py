@@ -73,9 +73,19 @@ def describe(values: Sequence[float] | np.ndarray, seed: int = 0, ci: bool = Tru
         for name, row in zip(CI_STATS, boot, strict=True):
             ci95[name] = (float(np.percentile(row, 2.5)), float(np.percentile(row, 97.5)))
     return Distribution(
-        n=int(x.size), mean=mean, std=std, min=float(x.min()), p50=q["p50"], p90=q["p90"], p95=q["p95"],
-        p99=q["p99"], p99_9=q["p99.9"], max=float(x.max()), cv=std / mean if mean else None, ci95=ci95,
-    )  # fmt: skip
+        n=int(x.size),
+        mean=mean,
+        std=std,
+        min=float(x.min()),
+        p50=q["p50"],
+        p90=q["p90"],
+        p95=q["p95"],
+        p99=q["p99"],
+        p99_9=q["p99.9"],
+        max=float(x.max()),
+        cv=std / mean if mean else None,
+        ci95=ci95,
+    )
 
 
 def boot_quantiles(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -23,8 +23,10 @@ class TotalFailure:
     @property
     def text(self) -> str:
         said = f": {self.said}" if self.said else ""
-        return (f"endpoint {self.endpoint!r} [{self.load}]: all {self.failed} requests failed, {self.times} "
-                f"of them {self.kind}{said}")  # fmt: skip
+        return (
+            f"endpoint {self.endpoint!r} [{self.load}]: all {self.failed} requests failed, {self.times} "
+            f"of them {self.kind}{said}"
+        )
 
 
 def total_failures(records: Sequence[RequestRecord]) -> list[TotalFailure]:

@@ -28,8 +28,10 @@ def front(points: Sequence[Point], higher_is_better: bool = True) -> list[Point]
         return a.throughput >= b.throughput and user
 
     kept = [
-        p for p in points
-        if not any(better_or_equal(q, p) and (q.throughput, q.per_user) != (p.throughput, p.per_user)
-                   for q in points)
-    ]  # fmt: skip
+        p
+        for p in points
+        if not any(
+            better_or_equal(q, p) and (q.throughput, q.per_user) != (p.throughput, p.per_user) for q in points
+        )
+    ]
     return sorted(kept, key=lambda p: p.throughput)

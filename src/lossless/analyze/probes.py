@@ -30,14 +30,22 @@ class Delta:
     diff_ci95: tuple[float, float]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "ratio_ci95": list(self.ratio_ci95), "diff": self.diff,
-                "diff_ci95": list(self.diff_ci95)}  # fmt: skip
+        return {
+            "ratio": self.ratio,
+            "ratio_ci95": list(self.ratio_ci95),
+            "diff": self.diff,
+            "diff_ci95": list(self.diff_ci95),
+        }
 
     @classmethod
     def from_dict(cls, d: object) -> Delta:
         d = _obj(d)
-        return cls(_num(d["ratio"], "ratio"), _pair(d["ratio_ci95"], "ratio_ci95"), _num(d["diff"], "diff"),
-                   _pair(d["diff_ci95"], "diff_ci95"))  # fmt: skip
+        return cls(
+            _num(d["ratio"], "ratio"),
+            _pair(d["ratio_ci95"], "ratio_ci95"),
+            _num(d["diff"], "diff"),
+            _pair(d["diff_ci95"], "diff_ci95"),
+        )
 
 
 @dataclass(frozen=True)
@@ -73,8 +81,10 @@ class ProbeStats:
         if self.ttft is None:
             return f"probes: {self.sent} sent under load, too few answered beside idle ones to compare"
         t = self.ttft
-        out = (f"a lone user's TTFT under this load: {t.diff:+,.1f} ms against the idle server (95% CI "
-               f"{t.diff_ci95[0]:+,.1f} to {t.diff_ci95[1]:+,.1f}; {t.ratio:.2f}x)")  # fmt: skip
+        out = (
+            f"a lone user's TTFT under this load: {t.diff:+,.1f} ms against the idle server (95% CI "
+            f"{t.diff_ci95[0]:+,.1f} to {t.diff_ci95[1]:+,.1f}; {t.ratio:.2f}x)"
+        )
         if (s := self.output_speed) is not None:
             out += f", output speed {s.ratio:.2f}x (95% CI {s.ratio_ci95[0]:.2f}-{s.ratio_ci95[1]:.2f})"
         return out + f"; {self.ttft_ms.n} probes against {self.idle_ttft_ms.n} idle"
@@ -112,6 +122,11 @@ def probe_stats(
     speed = [t.speed for t in loaded if t.speed is not None]
     idle_speed = [t.speed for t in alone if t.speed is not None]
     return ProbeStats(
-        len(inside), describe(ttft, seed), describe(speed, seed), describe(idle_ttft, seed),
-        describe(idle_speed, seed), _delta(idle_ttft, ttft, seed), _delta(idle_speed, speed, seed),
-    )  # fmt: skip
+        len(inside),
+        describe(ttft, seed),
+        describe(speed, seed),
+        describe(idle_ttft, seed),
+        describe(idle_speed, seed),
+        _delta(idle_ttft, ttft, seed),
+        _delta(idle_speed, speed, seed),
+    )

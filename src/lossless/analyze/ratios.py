@@ -44,9 +44,14 @@ class Comparison:
         d = _obj(d)
         strs = {k: _str(d[k], k) for k in ("load", "metric", "stat", "baseline", "other")}
         n = _pair(d["n"], "n") if d.get("n") is not None else None
-        return cls(**strs, ratio=_num(d["ratio"], "ratio"), ci95=_pair(d["ci95"], "ci95"),
-                   text=_str(d["text"], "text"), n=None if n is None else (int(n[0]), int(n[1])),
-                   supported=d.get("supported", True) is not False)  # fmt: skip
+        return cls(
+            **strs,
+            ratio=_num(d["ratio"], "ratio"),
+            ci95=_pair(d["ci95"], "ci95"),
+            text=_str(d["text"], "text"),
+            n=None if n is None else (int(n[0]), int(n[1])),
+            supported=d.get("supported", True) is not False,
+        )
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,20 @@ def _ratios(
         text = f"{names[1]}'s {stat} {metric.words} is {ratio:.2f}x {names[0]}'s (95% CI {lo:.2f}-{hi:.2f})"
         if not supported:
             text += f"; too few values to tell ({a.size} and {b.size}; a {stat} needs {MIN_N[stat]} each)"
-        out.append(Comparison(load, metric.key, stat, names[0], names[1], ratio, (lo, hi), text,
-                              n=(int(a.size), int(b.size)), supported=supported))  # fmt: skip
+        out.append(
+            Comparison(
+                load,
+                metric.key,
+                stat,
+                names[0],
+                names[1],
+                ratio,
+                (lo, hi),
+                text,
+                n=(int(a.size), int(b.size)),
+                supported=supported,
+            )
+        )
     return out
 
 
@@ -139,9 +156,23 @@ def compare_runs(
             groups = {(names[0], label): groups_a[(ea, load)], (names[1], label): groups_b[(eb, load)]}
             over_runs = _over_runs(groups_a[(ea, load)], groups_b[(eb, load)], names, label)
             for c in over_runs or comparisons(groups, list(groups), seed):
-                out.append(RunComparison(load, c.metric, c.stat, c.baseline, c.other, c.ratio, c.ci95, c.text,
-                                         endpoint_a=ea, endpoint_b=eb, label=label, n=c.n,
-                                         supported=c.supported))  # fmt: skip
+                out.append(
+                    RunComparison(
+                        load,
+                        c.metric,
+                        c.stat,
+                        c.baseline,
+                        c.other,
+                        c.ratio,
+                        c.ci95,
+                        c.text,
+                        endpoint_a=ea,
+                        endpoint_b=eb,
+                        label=label,
+                        n=c.n,
+                        supported=c.supported,
+                    )
+                )
     return out
 
 
@@ -169,10 +200,24 @@ def _over_runs(
             ratio, (lo, hi) = found
             n = min(len(rs) for runs in (runs_a, runs_b) for rs in runs.values())
             supported = not thin(stat, n)
-            text = (f"{names[1]}'s {stat} {metric.words} is {ratio:.2f}x {names[0]}'s (95% CI "
-                    f"{lo:.2f}-{hi:.2f}, between {len(runs_a)} and {len(runs_b)} runs)")  # fmt: skip
-            out.append(Comparison(label, metric.key, stat, names[0], names[1], ratio, (lo, hi), text,
-                                  n=(len(runs_a), len(runs_b)), supported=supported))  # fmt: skip
+            text = (
+                f"{names[1]}'s {stat} {metric.words} is {ratio:.2f}x {names[0]}'s (95% CI "
+                f"{lo:.2f}-{hi:.2f}, between {len(runs_a)} and {len(runs_b)} runs)"
+            )
+            out.append(
+                Comparison(
+                    label,
+                    metric.key,
+                    stat,
+                    names[0],
+                    names[1],
+                    ratio,
+                    (lo, hi),
+                    text,
+                    n=(len(runs_a), len(runs_b)),
+                    supported=supported,
+                )
+            )
     return out
 
 

@@ -138,8 +138,10 @@ def judge(
     if (t := trend(ok)) is not None:
         found |= {"trend_p": t[0], "growth": t[1]}
         if t[0] < ALPHA and t[1] >= GROWTH:
-            reasons.append(f"the wait for the first token rose by {t[1]:.1f}x its early value over the level "
-                           f"(Kendall's tau, p = {t[0]:.1g})")  # fmt: skip
+            reasons.append(
+                f"the wait for the first token rose by {t[1]:.1f}x its early value over the level "
+                f"(Kendall's tau, p = {t[0]:.1g})"
+            )
     open_loop = concurrency == (0, 0)
     if open_loop and (s := shortfall(final)) is not None:
         found |= {"offered_rps": s[0], "achieved_rps": s[1], "rate_p": s[2]}

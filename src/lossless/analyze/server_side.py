@@ -1,15 +1,86 @@
-"""What the server says about itself: timing headers, draft counters from /metrics, who served."""
+"""What the server says about itself: timing headers, draft counters from /metrics, who served; the
+summary's parts that hold it (``ServedBy``, ``Speculative``, ``ServerMetrics``) are defined here, where
+they are made."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from lossless.analyze.summary import ServedBy, ServerMetrics, Speculative
+from lossless.analyze.shapes import (
+    counts_ as _counts,
+    num_ as _num,
+    obj_ as _obj,
+    opt_ as _opt,
+    plain_ as _plain,
+)
 from lossless.records import IDENTITY_HEADERS, RequestRecord
+
+Counts = Mapping[str, int]  # a value -> how many requests had it (``tally``)
 
 # Of a body's "timings" object (llama.cpp's server), its own ms of prompt and of decode.
 BODY_TIMINGS = ("prompt_ms", "predicted_ms")
+
+
+@dataclass(frozen=True)
+class ServedBy:
+    """Who answered: each distinct value with how many requests gave it."""
+
+    model: Counts
+    system_fingerprint: Counts
+    headers: Mapping[str, Counts]  # identifying header -> its values
+
+    @classmethod
+    def from_dict(cls, d: object) -> ServedBy:
+        d = _obj(d)
+        headers = {k: _counts(v, k) for k, v in _obj(d.get("headers", {})).items()}
+        return cls(
+            _counts(d.get("model", {}), "model"),
+            _counts(d.get("system_fingerprint", {}), "system_fingerprint"),
+            headers,
+        )
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """From the server's /metrics over the run: acceptance rate = accepted / drafted tokens; mean
+    accepted length = tokens per verify step (vLLM's: accepted / steps + 1)."""
+
+    drafted_tokens: float
+    accepted_tokens: float
+    acceptance_rate: float
+    mean_accepted_length: float | None = None  # None when the server counts no steps
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: v for k, v in _plain(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: object) -> Speculative:
+        d = _obj(d)
+        nums = {k: _num(d[k], k) for k in ("drafted_tokens", "accepted_tokens", "acceptance_rate")}
+        return cls(**nums, mean_accepted_length=_opt(d.get("mean_accepted_length"), "mean_accepted_length"))
+
+
+@dataclass(frozen=True)
+class ServerMetrics:
+    """The server's /metrics over the run: each counter's change, each histogram's mean (its own view of
+    its latencies and token counts, e.g. vLLM's time to first token), by the names it exports."""
+
+    counters: Mapping[str, float]
+    means: Mapping[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"counters": dict(self.counters), "means": dict(self.means)}
+
+    @classmethod
+    def from_dict(cls, d: object) -> ServerMetrics:
+        d = _obj(d)
+        nums = {
+            part: {k: _num(v, k) for k, v in _obj(d.get(part, {})).items()} for part in ("counters", "means")
+        }
+        return cls(nums["counters"], nums["means"])
 
 
 def server_times(

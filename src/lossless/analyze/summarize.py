@@ -76,15 +76,21 @@ def summarize(
             sessions=_sessions(attempts, seed),
         )
         windows = {k: w for k, rs in by_run(attempts).items() if (w := _span(rs)) is not None}
-        entries.append(EndpointStats(
-            name, load, overall,
-            {c: _group(part, price, slo or {}, stall_s, seed) for c, part in _by_class(attempts).items()},
-            spec_stats(*counters) if counters else None,
-            metrics_moved(*counters) if counters else None,
-            saturation=_saturation(groups, keys, name, load),
-            probes=probe_stats(probes.get((name, load), []), probes.get((name, "idle"), []), windows, seed),
-            repeats=repeats(attempts, partial(_rates, around=around[(name, load)])),
-        ))  # fmt: skip
+        entries.append(
+            EndpointStats(
+                name,
+                load,
+                overall,
+                {c: _group(part, price, slo or {}, stall_s, seed) for c, part in _by_class(attempts).items()},
+                spec_stats(*counters) if counters else None,
+                metrics_moved(*counters) if counters else None,
+                saturation=_saturation(groups, keys, name, load),
+                probes=probe_stats(
+                    probes.get((name, load), []), probes.get((name, "idle"), []), windows, seed
+                ),
+                repeats=repeats(attempts, partial(_rates, around=around[(name, load)])),
+            )
+        )
     by_class = None if class_seed is None else tuple(compare_classes(records, list(prices), class_seed))
     compared = tuple(comparisons(groups, keys, seed))
     return Summary(tuple(entries), compared, dict(slo or {}), stall_s, run, by_class, rebuilt)
@@ -165,9 +171,12 @@ def _sessions(attempts: Sequence[RequestRecord], seed: int) -> SessionStats | No
     task = [(max(r.end_ns or 0 for r in rs) - min(r.sent_ns for r in rs)) / 1e9 for rs in done]
     model = [sum((r.end_ns or r.sent_ns) - r.sent_ns for r in rs) / 1e9 for rs in done]
     return SessionStats(
-        sessions=len(turns), completed=len(done), turns_ok=sum(r.ok for rs in turns.values() for r in rs),
-        task_s=describe(task, seed), model_s=describe(model, seed),
-    )  # fmt: skip
+        sessions=len(turns),
+        completed=len(done),
+        turns_ok=sum(r.ok for rs in turns.values() for r in rs),
+        task_s=describe(task, seed),
+        model_s=describe(model, seed),
+    )
 
 
 def _lengths(ok: Sequence[RequestRecord]) -> LengthCheck | None:
@@ -177,9 +186,12 @@ def _lengths(ok: Sequence[RequestRecord]) -> LengthCheck | None:
     off = [abs(r.n_in - r.asked_in) for r in asked if r.n_in is not None and r.asked_in is not None]
     outs = [r for r in asked if r.asked_out is not None]
     return LengthCheck(
-        requests=len(asked), input_exact=sum(1 for d in off if d == 0), input_off_most=max(off, default=0),
-        output_asked=len(outs), output_exact=sum(1 for r in outs if r.n_out == r.asked_out),
-    )  # fmt: skip
+        requests=len(asked),
+        input_exact=sum(1 for d in off if d == 0),
+        input_off_most=max(off, default=0),
+        output_asked=len(outs),
+        output_exact=sum(1 for r in outs if r.n_out == r.asked_out),
+    )
 
 
 def _prompt_cache(ok: Sequence[RequestRecord], t: Sequence[Timing], seed: int) -> CacheStats | None:
@@ -189,10 +201,13 @@ def _prompt_cache(ok: Sequence[RequestRecord], t: Sequence[Timing], seed: int) -
     hit = [x.ttft for r, x in said if r.n_cached and x.ttft is not None]
     miss = [x.ttft for r, x in said if not r.n_cached and x.ttft is not None]
     return CacheStats(
-        reporting=len(said), hits=sum(1 for r, _ in said if r.n_cached),
-        cached_tokens=sum(r.n_cached or 0 for r, _ in said), prompt_tokens=sum(r.n_in or 0 for r, _ in said),
-        ttft_hit=describe(hit, seed), ttft_miss=describe(miss, seed),
-    )  # fmt: skip
+        reporting=len(said),
+        hits=sum(1 for r, _ in said if r.n_cached),
+        cached_tokens=sum(r.n_cached or 0 for r, _ in said),
+        prompt_tokens=sum(r.n_in or 0 for r, _ in said),
+        ttft_hit=describe(hit, seed),
+        ttft_miss=describe(miss, seed),
+    )
 
 
 def attainment(final: Sequence[RequestRecord], slo: Mapping[str, float]) -> dict[str, float]:
@@ -227,9 +242,12 @@ def _stalls(t: Sequence[Timing], threshold_ms: float) -> Stalls:
 
 
 def _throughput(
-    ok: Sequence[RequestRecord], t: Sequence[Timing], window: float | None, slo: Mapping[str, float],
+    ok: Sequence[RequestRecord],
+    t: Sequence[Timing],
+    window: float | None,
+    slo: Mapping[str, float],
     tokens: float,
-) -> Throughput:  # fmt: skip
+) -> Throughput:
     if not window:
         return Throughput(None, None, None)
     good = sum(1 for x in t if meets(x, slo)) / window if slo else None

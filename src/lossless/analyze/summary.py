@@ -18,6 +18,7 @@ from lossless.analyze.probes import ProbeStats
 from lossless.analyze.ratios import ClassComparison, Comparison
 from lossless.analyze.repeats import Repeats
 from lossless.analyze.saturation import Saturation
+from lossless.analyze.server_side import Counts, ServedBy, ServerMetrics, Speculative
 from lossless.analyze.shapes import (
     counts_ as _counts,
     int_ as _int,
@@ -29,8 +30,6 @@ from lossless.analyze.shapes import (
     plain_ as _plain,
     str_ as _str,
 )
-
-Counts = Mapping[str, int]  # a value -> how many requests had it
 
 
 @dataclass(frozen=True)
@@ -57,8 +56,11 @@ class Stalls:
     @classmethod
     def from_dict(cls, d: object) -> Stalls:
         d = _obj(d)
-        return cls(_int(d["count"], "count"), _int(d["requests_with_stalls"], "requests_with_stalls"),
-                   _num(d["total_s"], "total_s"))  # fmt: skip
+        return cls(
+            _int(d["count"], "count"),
+            _int(d["requests_with_stalls"], "requests_with_stalls"),
+            _num(d["total_s"], "total_s"),
+        )
 
 
 @dataclass(frozen=True)
@@ -70,62 +72,6 @@ class Throughput:
     @classmethod
     def from_dict(cls, d: object) -> Throughput:
         return cls(**_opts(d, fields(cls)))
-
-
-@dataclass(frozen=True)
-class ServedBy:
-    """Who answered: each distinct value with how many requests gave it."""
-
-    model: Counts
-    system_fingerprint: Counts
-    headers: Mapping[str, Counts]  # identifying header -> its values
-
-    @classmethod
-    def from_dict(cls, d: object) -> ServedBy:
-        d = _obj(d)
-        headers = {k: _counts(v, k) for k, v in _obj(d.get("headers", {})).items()}
-        return cls(_counts(d.get("model", {}), "model"),
-                   _counts(d.get("system_fingerprint", {}), "system_fingerprint"), headers)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Speculative:
-    """From the server's /metrics over the run: acceptance rate = accepted / drafted tokens; mean
-    accepted length = tokens per verify step (vLLM's: accepted / steps + 1)."""
-
-    drafted_tokens: float
-    accepted_tokens: float
-    acceptance_rate: float
-    mean_accepted_length: float | None = None  # None when the server counts no steps
-
-    def as_dict(self) -> dict[str, float]:
-        return {k: v for k, v in _plain(self).items() if v is not None}
-
-    @classmethod
-    def from_dict(cls, d: object) -> Speculative:
-        d = _obj(d)
-        nums = {k: _num(d[k], k) for k in ("drafted_tokens", "accepted_tokens", "acceptance_rate")}
-        return cls(**nums, mean_accepted_length=_opt(d.get("mean_accepted_length"), "mean_accepted_length"))
-
-
-@dataclass(frozen=True)
-class ServerMetrics:
-    """The server's /metrics over the run: each counter's change, each histogram's mean (its own view of
-    its latencies and token counts, e.g. vLLM's time to first token), by the names it exports."""
-
-    counters: Mapping[str, float]
-    means: Mapping[str, float]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"counters": dict(self.counters), "means": dict(self.means)}
-
-    @classmethod
-    def from_dict(cls, d: object) -> ServerMetrics:
-        d = _obj(d)
-        nums = {
-            part: {k: _num(v, k) for k, v in _obj(d.get(part, {})).items()} for part in ("counters", "means")
-        }
-        return cls(nums["counters"], nums["means"])
 
 
 @dataclass(frozen=True)
@@ -146,8 +92,11 @@ class CacheStats:
     def from_dict(cls, d: object) -> CacheStats:
         d = _obj(d)
         ints = {k: _int(d[k], k) for k in ("reporting", "hits", "cached_tokens", "prompt_tokens")}
-        return cls(**ints, ttft_hit=Distribution.from_dict(d["ttft_hit"]),
-                   ttft_miss=Distribution.from_dict(d["ttft_miss"]))  # fmt: skip
+        return cls(
+            **ints,
+            ttft_hit=Distribution.from_dict(d["ttft_hit"]),
+            ttft_miss=Distribution.from_dict(d["ttft_miss"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -213,15 +162,18 @@ class GroupStats:
         out: dict[str, Any] = {"requests": _plain(self.requests)}
         out |= {key: d.as_dict() for key, d in self.metrics.items()}
         return out | {
-            "n_out_sources": dict(self.n_out_sources), "stalls": _plain(self.stalls),
-            "window_s": self.window_s, "throughput": _plain(self.throughput),
+            "n_out_sources": dict(self.n_out_sources),
+            "stalls": _plain(self.stalls),
+            "window_s": self.window_s,
+            "throughput": _plain(self.throughput),
             "server_ms": {k: d.as_dict() for k, d in self.server_ms.items()},
-            "cost_per_ok_request_usd": self.cost_per_ok_request_usd, "served_by": _plain(self.served_by),
+            "cost_per_ok_request_usd": self.cost_per_ok_request_usd,
+            "served_by": _plain(self.served_by),
             "slo_attainment": dict(self.slo_attainment),
             "prompt_cache": None if self.prompt_cache is None else self.prompt_cache.as_dict(),
             "lengths": None if self.lengths is None else _plain(self.lengths),
             "sessions": None if self.sessions is None else self.sessions.as_dict(),
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_dict(cls, d: object) -> GroupStats:
@@ -230,15 +182,20 @@ class GroupStats:
         metrics = {m.key: Distribution.from_dict(d.get(m.key, {"n": 0})) for m in METRICS}
         server = {k: Distribution.from_dict(v) for k, v in _obj(d.get("server_ms", {})).items()}
         return cls(
-            Requests.from_dict(d["requests"]), metrics, _counts(d.get("n_out_sources", {}), "n_out_sources"),
-            Stalls.from_dict(d["stalls"]), _opt(d.get("window_s"), "window_s"),
-            Throughput.from_dict(d["throughput"]), server, _opt(d.get("cost_per_ok_request_usd"), "cost"),
+            Requests.from_dict(d["requests"]),
+            metrics,
+            _counts(d.get("n_out_sources", {}), "n_out_sources"),
+            Stalls.from_dict(d["stalls"]),
+            _opt(d.get("window_s"), "window_s"),
+            Throughput.from_dict(d["throughput"]),
+            server,
+            _opt(d.get("cost_per_ok_request_usd"), "cost"),
             ServedBy.from_dict(d.get("served_by", {})),
             {k: _num(v, k) for k, v in _obj(d.get("slo_attainment", {})).items()},
             None if d.get("prompt_cache") is None else CacheStats.from_dict(d["prompt_cache"]),
             None if d.get("lengths") is None else LengthCheck.from_dict(d["lengths"]),
             None if d.get("sessions") is None else SessionStats.from_dict(d["sessions"]),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)
@@ -258,8 +215,15 @@ class EndpointStats:
         spec = None if self.speculative is None else self.speculative.as_dict()
         metrics = None if self.server_metrics is None else self.server_metrics.as_dict()
         extra = {k: None if (v := getattr(self, k)) is None else v.as_dict() for k in _PARTS}
-        return {"name": self.name, "load": self.load, **self.overall.as_dict(), "classes": classes,
-                "speculative": spec, "server_metrics": metrics, **extra}  # fmt: skip
+        return {
+            "name": self.name,
+            "load": self.load,
+            **self.overall.as_dict(),
+            "classes": classes,
+            "speculative": spec,
+            "server_metrics": metrics,
+            **extra,
+        }
 
     @classmethod
     def from_dict(cls, d: object) -> EndpointStats:
@@ -269,10 +233,17 @@ class EndpointStats:
         metrics = None if d.get("server_metrics") is None else ServerMetrics.from_dict(d["server_metrics"])
         name, load = _str(d["name"], "name"), _str(d["load"], "load")
         sat, probes, repeats = (None if d.get(k) is None else d[k] for k in _PARTS)
-        return cls(name, load, GroupStats.from_dict(d), classes, spec, metrics,
-                   None if sat is None else Saturation.from_dict(sat),
-                   None if probes is None else ProbeStats.from_dict(probes),
-                   None if repeats is None else Repeats.from_dict(repeats))  # fmt: skip
+        return cls(
+            name,
+            load,
+            GroupStats.from_dict(d),
+            classes,
+            spec,
+            metrics,
+            None if sat is None else Saturation.from_dict(sat),
+            None if probes is None else ProbeStats.from_dict(probes),
+            None if repeats is None else Repeats.from_dict(repeats),
+        )
 
 
 _PARTS = ("saturation", "probes", "repeats")  # optional parts, newer than the rest
@@ -301,9 +272,16 @@ class RunInfo:
             raise TypeError(f"interrupted is {type(interrupted).__name__}, not true or false")
         clients = tuple(_obj(c) for c in _list(d.get("clients", []), "clients"))
         warnings = tuple(_str(w, "warnings") for w in _list(d.get("warnings", []), "warnings"))
-        return cls(tokenizer, str(d.get("event_loop", "")), interrupted, _obj(d.get("config") or {}),
-                   _obj(d.get("environment") or {}), _int(d.get("workers", 1), "workers"), clients,
-                   warnings)  # fmt: skip
+        return cls(
+            tokenizer,
+            str(d.get("event_loop", "")),
+            interrupted,
+            _obj(d.get("config") or {}),
+            _obj(d.get("environment") or {}),
+            _int(d.get("workers", 1), "workers"),
+            clients,
+            warnings,
+        )
 
 
 @dataclass(frozen=True)
@@ -318,17 +296,31 @@ class Capacity:
     precision: float  # relative gap between held and failed at which the search stops
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "slo_ms": dict(self.slo_ms), "held": self.held,
-                "failed": self.failed, "tried": [list(t) for t in self.tried], "stopped": self.stopped,
-                "precision": self.precision}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "slo_ms": dict(self.slo_ms),
+            "held": self.held,
+            "failed": self.failed,
+            "tried": [list(t) for t in self.tried],
+            "stopped": self.stopped,
+            "precision": self.precision,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Capacity:
         tried = tuple((float(a), float(b)) for a, b in d["tried"])
         held, failed = d.get("held"), d.get("failed")
-        return cls(str(d["kind"]), float(d["target"]), {str(k): float(v) for k, v in d["slo_ms"].items()},
-                   None if held is None else float(held), None if failed is None else float(failed), tried,
-                   str(d["stopped"]), float(d["precision"]))  # fmt: skip
+        return cls(
+            str(d["kind"]),
+            float(d["target"]),
+            {str(k): float(v) for k, v in d["slo_ms"].items()},
+            None if held is None else float(held),
+            None if failed is None else float(failed),
+            tried,
+            str(d["stopped"]),
+            float(d["precision"]),
+        )
 
     @property
     def text(self) -> str:

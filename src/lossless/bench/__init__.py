@@ -3,6 +3,7 @@
 options.py      ``BenchOptions``: every flag of bench (and watch) with its default
 run.py          ``run()``: options -> a plan -> the run -> ``analyze.Summary`` and the records
 loop.py         ``run_bench()``: the loop: levels, arrivals, windows, probes, retries, records.jsonl
+config.py       ``BenchConfig``, ``LoadLevel``, ``RunResult``: what the loop is given, and gives back
 phases.py       ``Phases``: warm-up, measured and cool-down windows, by requests or seconds; ``ramp_delay()``
 execute.py      ``execute()``, ``repeated()``, ``until_saturated()``: a plan once, N times, to saturation
 runtime.py      ``loop_factory()``, ``frozen_heap()``, ``backoff()``, ``scrape()``: a process's runtime

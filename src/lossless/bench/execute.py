@@ -15,7 +15,8 @@ from lossless.analyze.saturation import judge
 from lossless.analyze.summarize import attainment
 from lossless.analyze.summary import Capacity
 from lossless.bench.capacity import search
-from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord, RunResult, run_bench
+from lossless.bench.config import BenchConfig, LoadLevel, RunResult
+from lossless.bench.loop import OnRecord, run_bench
 from lossless.bench.runtime import loop_factory
 from lossless.validate import MAX_CONCURRENCY
 
@@ -72,8 +73,16 @@ def search_capacity(bench_plan: BenchPlan, on_record: OnRecord | None) -> tuple[
 
     start = first.rate if first.rate is not None else float(first.concurrency or 1)
     most = 1e6 if kind == "rate" else float(MAX_CONCURRENCY)
-    capacity = search(probe, kind=kind, start=start, target=spec.target, slo_ms=bench_plan.slo,
-                      precision=spec.precision, budget_s=spec.budget_s, most=most)  # fmt: skip
+    capacity = search(
+        probe,
+        kind=kind,
+        start=start,
+        target=spec.target,
+        slo_ms=bench_plan.slo,
+        precision=spec.precision,
+        budget_s=spec.budget_s,
+        most=most,
+    )
     return merged, capacity
 
 

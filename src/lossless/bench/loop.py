@@ -14,18 +14,18 @@ import random
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 
-from lossless.bench.phases import COOLDOWN, WARMUP, Phases, Window, ramp_delay
-from lossless.bench.policies import Attempt, Policy, execute
+from lossless.bench.config import BenchConfig, LoadLevel, RunResult
+from lossless.bench.phases import COOLDOWN, WARMUP, Phases, ramp_delay
+from lossless.bench.policies import Attempt, execute
 from lossless.bench.runtime import backoff, frozen_heap, scrape_apart
 from lossless.bench.workload.arrivals import gamma, poisson, ramped
 from lossless.bench.workload.conversation import Conversation, source
-from lossless.bench.workload.synthetic import Synthetic, synthetic_prompts
+from lossless.bench.workload.synthetic import synthetic_prompts
 from lossless.bench.workload.trace import replay
 from lossless.client.apis import session as api_session
-from lossless.client.call import CallCancelled, CallOptions, Job, call, unfinished
+from lossless.client.call import CallCancelled, Job, call, unfinished
 from lossless.client.endpoints import Endpoint
 from lossless.client.prompt import Prompt
 from lossless.records import ClientLoad, Failure, RequestRecord, retryable
@@ -38,82 +38,6 @@ IDLE = "idle"  # the load label of probes sent before any load: what a lone user
 # A probe: a short, fixed request (the same every time, so that loaded and idle ones compare), cut at
 # PROBE_TOKENS tokens: a count to 20 is longer than that, so most probes stream exactly that many
 PROBE = Prompt("probe", "probe", (("user", "Count from 1 to 20, separated by commas."),), max_tokens=24)
-
-
-@dataclass(frozen=True)
-class LoadLevel:
-    concurrency: int | None = None  # closed loop: requests in flight per endpoint
-    rate: float | None = None  # open loop: arrivals per second
-    burstiness: float = 1.0  # gamma shape for open loop; 1 = Poisson
-    replay: float | None = None  # a trace's own arrival times, this many times faster
-
-    @property
-    def label(self) -> str:
-        if self.replay is not None:
-            return f"replay={self.replay:g}x"
-        if self.rate is not None:
-            suffix = "" if self.burstiness == 1.0 else f",b={self.burstiness:g}"
-            return f"rate={self.rate:g}{suffix}"
-        return f"c={self.concurrency}"
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    endpoints: tuple[Endpoint, ...]
-    call: CallOptions
-    suite: str = "short"  # workload suite name or file:PATH
-    loads: tuple[LoadLevel, ...] = (LoadLevel(concurrency=1),)  # run one after another (a sweep)
-    requests: int | None = 20  # measured requests per endpoint and load level
-    duration: float | None = None  # or: stop dispatching after this many seconds
-    # per endpoint and level: unmeasured requests sent first, and after the measured ones (phases.py)
-    warmup: Window = field(default_factory=Window)
-    cooldown: Window = field(default_factory=Window)
-    ramp: float = 0.0  # seconds over which the concurrency or the rate rises linearly to the level's
-    retries: int = 0  # extra attempts after a retryable failure
-    connect_timeout: float = 10.0
-    max_in_flight: int = 1024  # open loop: arrivals beyond this wait (and show as queue delay)
-    probe_rate: float | None = None  # light probe requests per second per endpoint beside each level's load
-    probe_idle: int = 0  # probes per endpoint sent one at a time before the first level (load "idle")
-    repeat: int = 0  # which of bench --repeat's runs this is (stamped on every record)
-    seed: int = 0
-    records_path: Path | None = None  # records.jsonl, one flushed line per finished attempt
-    scrape_metrics: bool = True  # read /metrics before and after each level
-    # closed loop, one request at a time over all endpoints, taking turns to go first (prompt i to each,
-    # then prompt i+1): endpoints sharing one machine (demo: two servers, one CPU) never slow each other
-    serial: bool = False
-    # this process's share of the load when several processes make it (bench --workers / --ray): of each
-    # level's concurrency the slots worker, worker + workers, ...; of an open loop's arrivals (drawn from
-    # the same seed in every worker) every workers-th, starting at worker
-    worker: int = 0
-    workers: int = 1
-    start_ns: int | None = None  # on this process's clock: the open loop's time zero, shared by the workers
-    synthetic: Synthetic | None = None  # token-exact prompts (--input-tokens) instead of ``suite``
-    # --hedge-after, --failover: several attempts of one request at once
-    policy: Policy = field(default_factory=Policy)
-    # bench --resume: (endpoint, load label, request index) that the killed run finished: not sent again
-    done: frozenset[tuple[str, str, int]] = frozenset()
-
-    def share(self, concurrency: int) -> int:
-        """How many of a closed loop's ``concurrency`` slots this worker runs (the remainder spread)."""
-        return concurrency // self.workers + (1 if self.worker < concurrency % self.workers else 0)
-
-    def owns(self, i: int, concurrency: int | None) -> bool:
-        """Whether request ``i`` is this worker's: closed loop, by the slot it falls in (so a worker's share
-        of requests follows its share of the concurrency); open loop, every workers-th arrival."""
-        if self.workers == 1:
-            return True
-        slot = i if concurrency is None else i % concurrency
-        return slot % self.workers == self.worker
-
-
-@dataclass
-class RunResult:
-    records: list[RequestRecord] = field(default_factory=list)
-    # (endpoint name, load label) -> (counters before, counters after), when /metrics answered
-    spec: dict[tuple[str, str], tuple[dict[str, float], dict[str, float]]] = field(default_factory=dict)
-    interrupted: bool = False
-    clients: list[ClientLoad] = field(default_factory=list)  # each load process's CPU per level
-    notes: list[str] = field(default_factory=list)  # what went wrong with the run itself (a worker died)
 
 
 class _PromptPool:
@@ -131,9 +55,13 @@ class _PromptPool:
 
 class _Run:
     def __init__(
-        self, cfg: BenchConfig, clock: Clock, result: RunResult, on_record: OnRecord | None,
+        self,
+        cfg: BenchConfig,
+        clock: Clock,
+        result: RunResult,
+        on_record: OnRecord | None,
         on_start: OnRecord | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.cfg, self.clock, self.result, self.on_record = cfg, clock, result, on_record
         self.on_start = on_start  # gets, as each attempt is sent, the record it would leave if lost
         self.wall_anchor_ns = time.time_ns() - clock()  # clock() + this = Unix time, in ns
@@ -154,8 +82,13 @@ class _Run:
         self.sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in every}
 
     def stamped(self, record: RequestRecord) -> RequestRecord:
-        return replace(record, worker=self.cfg.worker, host=HOST, wall_anchor_ns=self.wall_anchor_ns,
-                       repeat=self.cfg.repeat)  # fmt: skip
+        return replace(
+            record,
+            worker=self.cfg.worker,
+            host=HOST,
+            wall_anchor_ns=self.wall_anchor_ns,
+            repeat=self.cfg.repeat,
+        )
 
     def emit(self, record: RequestRecord) -> None:
         record = self.stamped(record)
@@ -178,9 +111,17 @@ class _Run:
             return
         history: list[tuple[str, str]] = []
         for turn, said in enumerate(item.turns):
-            job = Job(endpoint, item.prompt(turn, history), i, level.label, warmup,
-                      scheduled_ns if turn == 0 else self.clock(), item.id, turn + 1,
-                      cooldown=cooldown)  # fmt: skip
+            job = Job(
+                endpoint,
+                item.prompt(turn, history),
+                i,
+                level.label,
+                warmup,
+                scheduled_ns if turn == 0 else self.clock(),
+                item.id,
+                turn + 1,
+                cooldown=cooldown,
+            )
             record = await self.attempts(job)
             if not record.ok:
                 return  # the user gives up: the session ends on its failed turn
@@ -326,9 +267,14 @@ class _Run:
         await self.attempts(Job(endpoint, PROBE, k, label, False, self.clock(), probe=True))
 
     async def _limited(
-        self, slots: asyncio.Semaphore, endpoint: Endpoint, i: int, level: LoadLevel, scheduled_ns: int,
+        self,
+        slots: asyncio.Semaphore,
+        endpoint: Endpoint,
+        i: int,
+        level: LoadLevel,
+        scheduled_ns: int,
         phase: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         async with slots:
             await self.request(endpoint, i, level, scheduled_ns, phase)
 

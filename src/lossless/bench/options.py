@@ -95,13 +95,17 @@ class BenchOptions:
             if not self.suite.startswith("trace:"):
                 raise UsageError("--replay-speed replays a trace: give --suite trace:PATH too")
             if self.rate is not None or self.concurrency is not None or self.input_tokens is not None:
-                raise UsageError("--replay-speed takes its load from the trace: not with --rate, "
-                                 "--concurrency or --input-tokens")  # fmt: skip
+                raise UsageError(
+                    "--replay-speed takes its load from the trace: not with --rate, "
+                    "--concurrency or --input-tokens"
+                )
         if self.take_turns and (self.rate is not None or any(c > 1 for c in self.concurrency or (1,))):
             raise UsageError("--take-turns sends one request at a time: not with --rate or --concurrency > 1")
         if self.take_turns and (self.workers or self.ray or self.find_capacity is not None):
-            raise UsageError("--take-turns runs in one process at one request at a time: not with --workers, "
-                             "--ray or --find-capacity")  # fmt: skip
+            raise UsageError(
+                "--take-turns runs in one process at one request at a time: not with --workers, "
+                "--ray or --find-capacity"
+            )
         if self.stream_both and (self.hedge_after is not None or self.failover is not None):
             raise UsageError(
                 "--stream both measures each endpoint twice: not with --hedge-after or --failover"
@@ -117,11 +121,14 @@ class BenchOptions:
     def _check_load_shape(self) -> None:
         """--max-concurrency, --ramp, --repeat, --until-saturated and --probe-rate against the rest."""
         if self.max_concurrency is not None and self.concurrency is not None:
-            raise UsageError("--max-concurrency caps an open loop (--rate): a closed loop's --concurrency "
-                             "is its own cap")  # fmt: skip
+            raise UsageError(
+                "--max-concurrency caps an open loop (--rate): a closed loop's --concurrency is its own cap"
+            )
         if self.ramp and (self.take_turns or self.replay_speed is not None):
-            raise UsageError("--ramp raises a load: not with --take-turns (one at a time) or --replay-speed "
-                             "(a trace's own times)")  # fmt: skip
+            raise UsageError(
+                "--ramp raises a load: not with --take-turns (one at a time) or --replay-speed "
+                "(a trace's own times)"
+            )
         if not 1 <= self.repeat <= MAX_REPEAT:
             raise UsageError(f"--repeat wants 1 to {MAX_REPEAT}, got {self.repeat}")
         if self.find_capacity is not None and (self.repeat > 1 or self.until_saturated):
@@ -133,16 +140,22 @@ class BenchOptions:
         if self.out_dir is None:
             raise UsageError("--resume continues the run in --out: give --out DIR")
         if self.duration is not None or self.find_capacity is not None or self.workers or self.ray:
-            raise UsageError("--resume continues a run of --requests in one process: not with --duration, "
-                             "--find-capacity, --workers or --ray")  # fmt: skip
+            raise UsageError(
+                "--resume continues a run of --requests in one process: not with --duration, "
+                "--find-capacity, --workers or --ray"
+            )
         if self.warmup.seconds is not None or self.cooldown.seconds is not None or self.repeat > 1:
-            raise UsageError("--resume continues requests counted by index: not with --warmup or --cooldown "
-                             "in seconds, or --repeat")  # fmt: skip
+            raise UsageError(
+                "--resume continues requests counted by index: not with --warmup or --cooldown "
+                "in seconds, or --repeat"
+            )
         if self.probe_rate is not None:
             raise UsageError("--resume continues the load's requests: not with --probe-rate")
         if self.suite.startswith(("chat:", "conversations:")):
-            raise UsageError("--resume continues requests, not conversations cut midway: not with a chat: "
-                             "or conversations: suite")  # fmt: skip
+            raise UsageError(
+                "--resume continues requests, not conversations cut midway: not with a chat: "
+                "or conversations: suite"
+            )
 
     def _check_policy(self) -> None:
         if self.hedge_after is not None and self.failover is not None:

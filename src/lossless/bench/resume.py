@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from lossless.atomic import atomic_path
-from lossless.bench.loop import LoadLevel
+from lossless.bench.config import LoadLevel
 from lossless.client.endpoints import Endpoint
 from lossless.errors import UsageError
 from lossless.records import Failure, RequestRecord
@@ -30,9 +30,10 @@ def finished(records: Iterable[RequestRecord]) -> tuple[list[RequestRecord], fro
     for r in records:
         attempts.setdefault((r.endpoint, r.load, r.request_index), []).append(r)
     done = frozenset(
-        key for key, rs in attempts.items()
+        key
+        for key, rs in attempts.items()
         if any(not r.retried for r in rs) and all(r.error_kind not in UNFINISHED for r in rs)
-    )  # fmt: skip
+    )
     return [r for key, rs in attempts.items() if key in done for r in rs], done
 
 
@@ -47,12 +48,16 @@ def resume(
     names, labels = {e.name for e in endpoints}, {level.label for level in loads}
     strange = sorted({r.endpoint for r in records} - names) + sorted({r.load for r in records} - labels)
     if strange:
-        raise UsageError(f"--resume: {path} was made with other endpoints or loads ({', '.join(strange)}): "
-                         "give the flags of the run to continue")  # fmt: skip
+        raise UsageError(
+            f"--resume: {path} was made with other endpoints or loads ({', '.join(strange)}): "
+            "give the flags of the run to continue"
+        )
     kept, done = finished(records)
     with atomic_path(path) as tmp:
         write_jsonl(tmp, kept)
     dropped = len(records) - len(kept)
-    notes.append(f"resumed: {len(done)} finished requests kept from the killed run, {dropped} records of "
-                 "unfinished ones dropped (sent again); throughput spans the pause between runs")  # fmt: skip
+    notes.append(
+        f"resumed: {len(done)} finished requests kept from the killed run, {dropped} records of "
+        "unfinished ones dropped (sent again); throughput spans the pause between runs"
+    )
     return kept, done, notes

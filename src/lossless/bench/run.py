@@ -19,8 +19,9 @@ from typing import Any
 from lossless.analyze import RunInfo, Summary, parse_slo, summarize
 from lossless.analyze.clients import client_table, saturation_warnings
 from lossless.atomic import atomic_path
+from lossless.bench.config import BenchConfig, LoadLevel, RunResult
 from lossless.bench.execute import BenchPlan, CapacitySpec, execute, repeated, search_capacity
-from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord
+from lossless.bench.loop import OnRecord
 from lossless.bench.options import DEFAULT_REQUESTS, BenchOptions
 from lossless.bench.phases import Window
 from lossless.bench.policies import Policy
@@ -82,6 +83,47 @@ def plan(options: BenchOptions) -> BenchPlan:
             load_token_counter(endpoint.tokenizer)  # a file that is no tokenizer fails before any traffic
     if o.tokenizer:
         load_token_counter(o.tokenizer)
+    synthetic, requests = _workload(o, found)
+    call = CallOptions(o.api, o.stream, o.max_tokens, o.timeout_first_token or None, o.timeout_total)
+    schedule = BenchConfig(
+        endpoints=found,
+        call=call,
+        suite=o.suite,
+        loads=_loads(o, synthetic),
+        requests=requests,
+        duration=o.duration,
+        warmup=o.warmup,
+        cooldown=o.cooldown,
+        ramp=o.ramp,
+        retries=o.retries,
+        connect_timeout=o.timeout_connect,
+        seed=o.seed,
+        records_path=None if o.out_dir is None else o.out_dir / RECORDS,
+        synthetic=synthetic,
+        policy=policy,
+        serial=o.take_turns,
+        probe_rate=o.probe_rate,
+        probe_idle=o.probe_idle,
+    )
+    if o.max_concurrency is not None:
+        schedule = replace(schedule, max_in_flight=o.max_concurrency)
+    settings, capacity = _settings(o)
+    return BenchPlan(
+        schedule,
+        parse_slo(o.slo),
+        o.stall_threshold,
+        o.tokenizer,
+        settings,
+        workers=o.workers,
+        ray=o.ray,
+        capacity=capacity,
+        repeat=o.repeat,
+        until_saturated=o.until_saturated,
+    )
+
+
+def _workload(o: BenchOptions, found: tuple[ep.Endpoint, ...]) -> tuple[Synthetic | None, int | None]:
+    """What is sent: token-exact prompts (--input-tokens, a trace) or none, and the measured requests."""
     # an unknown suite, or an unreadable file, fails before any traffic
     workload = source(o.suite, random.Random(0))
     synthetic, requests = None, o.requests if o.requests or o.duration else DEFAULT_REQUESTS
@@ -91,33 +133,32 @@ def plan(options: BenchOptions) -> BenchPlan:
         requests = _trace_requests(o, sum(1 for _ in workload))
         tokenizer = tokenizer_for(o, found, "--suite trace:")
         synthetic = Synthetic(None, None, tokenizer, trace=o.suite[len("trace:") :])
+    return synthetic, requests
+
+
+def _loads(o: BenchOptions, synthetic: Synthetic | None) -> tuple[LoadLevel, ...]:
+    """The load levels, in the order given: a trace's own times (sped up), rates, or concurrencies."""
     if o.rate is None and o.concurrency is None and synthetic is not None and synthetic.trace is not None:
-        loads: tuple[LoadLevel, ...] = tuple(LoadLevel(replay=s) for s in o.replay_speed or (1.0,))
-    elif o.rate is not None:
-        loads = tuple(LoadLevel(rate=r, burstiness=o.burstiness) for r in o.rate)
-    else:
-        loads = tuple(LoadLevel(concurrency=c) for c in o.concurrency or (1,))
-    call = CallOptions(o.api, o.stream, o.max_tokens, o.timeout_first_token or None, o.timeout_total)
-    schedule = BenchConfig(
-        endpoints=found, call=call, suite=o.suite, loads=loads,
-        requests=requests, duration=o.duration, warmup=o.warmup, cooldown=o.cooldown, ramp=o.ramp,
-        retries=o.retries, connect_timeout=o.timeout_connect, seed=o.seed,
-        records_path=None if o.out_dir is None else o.out_dir / RECORDS, synthetic=synthetic,
-        policy=policy, serial=o.take_turns, probe_rate=o.probe_rate, probe_idle=o.probe_idle,
-    )  # fmt: skip
-    if o.max_concurrency is not None:
-        schedule = replace(schedule, max_in_flight=o.max_concurrency)
+        return tuple(LoadLevel(replay=s) for s in o.replay_speed or (1.0,))
+    if o.rate is not None:
+        return tuple(LoadLevel(rate=r, burstiness=o.burstiness) for r in o.rate)
+    return tuple(LoadLevel(concurrency=c) for c in o.concurrency or (1,))
+
+
+def _settings(o: BenchOptions) -> tuple[dict[str, Any], CapacitySpec | None]:
+    """The settings summary.json keeps beside the schedule's, and --find-capacity's search, if asked."""
     timeouts = {"connect": o.timeout_connect, "first_token": o.timeout_first_token, "total": o.timeout_total}
     settings: dict[str, Any] = {"slo": o.slo, "timeouts_s": timeouts}
     settings |= {"workers": o.workers or 1, "ray": o.ray} if o.workers or o.ray else {}
     capacity = None
     if o.find_capacity is not None:
         capacity = CapacitySpec(o.find_capacity, o.capacity_precision, o.capacity_budget)
-        settings["find_capacity"] = {"target": o.find_capacity, "precision": o.capacity_precision,
-                                     "budget_s": o.capacity_budget}  # fmt: skip
-    return BenchPlan(schedule, parse_slo(o.slo), o.stall_threshold, o.tokenizer, settings,
-                     workers=o.workers, ray=o.ray, capacity=capacity, repeat=o.repeat,
-                     until_saturated=o.until_saturated)  # fmt: skip
+        settings["find_capacity"] = {
+            "target": o.find_capacity,
+            "precision": o.capacity_precision,
+            "budget_s": o.capacity_budget,
+        }
+    return settings, capacity
 
 
 def _endpoints(o: BenchOptions) -> tuple[tuple[ep.Endpoint, ...], Policy]:
@@ -172,13 +213,10 @@ def measure(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[
         bench_plan = replace(bench_plan, run=config)
     if config.records_path is not None and config.records_path.exists() and not resume:
         config.records_path.unlink()  # a fresh run; records are appended as they finish
-    total = None
-    if config.requests is not None and config.warmup.seconds is None and config.cooldown.seconds is None:
-        per_level = config.warmup.requests + config.requests + config.cooldown.requests
-        total = per_level * len(config.endpoints) * len(config.loads) * bench_plan.repeat - len(config.done)
     loop_name, _ = loop_factory()
     capacity, stopped = None, None
-    with _progress(None if bench_plan.capacity or bench_plan.until_saturated else total) as on_record:
+    total = None if bench_plan.capacity or bench_plan.until_saturated else _total(config, bench_plan.repeat)
+    with _progress(total) as on_record:
         if bench_plan.capacity is not None:
             result, capacity = search_capacity(bench_plan, on_record)
         elif bench_plan.repeat > 1 or bench_plan.until_saturated:
@@ -195,16 +233,42 @@ def measure(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[
             write_jsonl(tmp, records)
     every = config.policy.with_backup(config.endpoints)
     prices = {e.name: (e.price_in, e.price_out, e.price_cached_in) for e in every}
+    summary = summarize(
+        records,
+        prices,
+        spec=result.spec,
+        slo=bench_plan.slo,
+        stall_s=bench_plan.stall_s,
+        run=_run_info(bench_plan, result, notes, started, loop_name),
+        class_seed=config.seed if bench_plan.by_class else None,
+    )
+    return replace(summary, capacity=capacity, stopped=stopped), records
+
+
+def _total(config: BenchConfig, repeat: int) -> int | None:
+    """The requests the progress bar counts to; None where windows in seconds leave it open."""
+    if config.requests is None or config.warmup.seconds is not None or config.cooldown.seconds is not None:
+        return None
+    per_level = config.warmup.requests + config.requests + config.cooldown.requests
+    return per_level * len(config.endpoints) * len(config.loads) * repeat - len(config.done)
+
+
+def _run_info(
+    bench_plan: BenchPlan, result: RunResult, notes: list[str], started: float, loop_name: str
+) -> RunInfo:
+    """How the run was made: its settings, environment and load processes, and what went wrong with it."""
     workers = len({c.worker for c in result.clients}) or 1
     warnings = (*notes, *result.notes, *saturation_warnings(result.clients))
-    info = RunInfo(bench_plan.tokenizer, loop_name, result.interrupted, config_block(bench_plan),
-                   environment(started, loop_name), workers, client_table(result.clients),
-                   warnings)  # fmt: skip
-    summary = summarize(
-        records, prices, spec=result.spec, slo=bench_plan.slo, stall_s=bench_plan.stall_s, run=info,
-        class_seed=config.seed if bench_plan.by_class else None,
-    )  # fmt: skip
-    return replace(summary, capacity=capacity, stopped=stopped), records
+    return RunInfo(
+        bench_plan.tokenizer,
+        loop_name,
+        result.interrupted,
+        config_block(bench_plan),
+        environment(started, loop_name),
+        workers,
+        client_table(result.clients),
+        warnings,
+    )
 
 
 def _reachable(config: BenchConfig) -> None:
@@ -232,25 +296,37 @@ def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
     config = bench_plan.run
     return {
         "endpoints": [
-            {"name": e.name, "base_url": ep.public_url(e.base_url), "model": e.model,
-             "api_key_env": e.api_key_env, "headers": sorted(e.headers), "body": dict(e.body),
-             "price_usd_per_million": [e.price_in, e.price_out, e.price_cached_in]}
+            {
+                "name": e.name,
+                "base_url": ep.public_url(e.base_url),
+                "model": e.model,
+                "api_key_env": e.api_key_env,
+                "headers": sorted(e.headers),
+                "body": dict(e.body),
+                "price_usd_per_million": [e.price_in, e.price_out, e.price_cached_in],
+            }
             for e in config.policy.with_backup(config.endpoints)
         ],
-        "suite": config.suite, "api": config.call.api,
+        "suite": config.suite,
+        "api": config.call.api,
         "stream": "both" if any(e.stream is not None for e in config.endpoints) else config.call.stream,
-        "max_tokens": config.call.max_tokens, "loads": [lv.label for lv in config.loads],
-        "requests": config.requests, "duration_s": config.duration, "warmup": _window(config.warmup),
+        "max_tokens": config.call.max_tokens,
+        "loads": [lv.label for lv in config.loads],
+        "requests": config.requests,
+        "duration_s": config.duration,
+        "warmup": _window(config.warmup),
         **({"cooldown": _window(config.cooldown)} if not config.cooldown.empty else {}),
         **({"ramp_s": config.ramp} if config.ramp else {}),
         **({"max_concurrency": config.max_in_flight} if any(lv.rate for lv in config.loads) else {}),
         **({"probe_rate": config.probe_rate} if config.probe_rate else {}),
         **({"repeat": bench_plan.repeat} if bench_plan.repeat > 1 else {}),
         **({"until_saturated": True} if bench_plan.until_saturated else {}),
-        "retries": config.retries, "seed": config.seed, **bench_plan.settings,
+        "retries": config.retries,
+        "seed": config.seed,
+        **bench_plan.settings,
         **({"synthetic": describe(config.synthetic)} if config.synthetic else {}),
         **({"policy": config.policy.describe()} if config.policy.active else {}),
-    }  # fmt: skip
+    }
 
 
 def _window(w: Window) -> int | str:

@@ -18,7 +18,7 @@ from lossless.client.prometheus import scrape_all
 from lossless.records import RequestRecord
 
 if TYPE_CHECKING:
-    from lossless.bench.loop import BenchConfig
+    from lossless.bench.config import BenchConfig
 
 
 def loop_factory(name: str = "auto") -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:

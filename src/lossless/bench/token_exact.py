@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from lossless.bench.loop import BenchConfig
+from lossless.bench.config import BenchConfig
 from lossless.bench.options import BenchOptions
 from lossless.bench.workload.synthetic import Synthetic
 from lossless.client import endpoints as ep
@@ -35,8 +35,10 @@ def tokenizer_for(o: BenchOptions, found: tuple[ep.Endpoint, ...], why: str = "-
     except (UsageError, ModelError):
         if given:
             raise
-        raise UsageError(f"{why} builds prompts with the model's tokenizer: give --tokenizer (a "
-                         "tokenizer.json, a GGUF file or an embedded model's name)") from None  # fmt: skip
+        raise UsageError(
+            f"{why} builds prompts with the model's tokenizer: give --tokenizer (a "
+            "tokenizer.json, a GGUF file or an embedded model's name)"
+        ) from None
     return spec
 
 
@@ -65,12 +67,16 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
     record = asyncio.run(ask(force))
     if force and record.status in (400, 422):
         force, record = False, asyncio.run(ask(False))
-    notes = [] if force or (spec.output is None and spec.trace is None) else [
-        f"{endpoint.name} refused ignore_eos: output lengths are asked as max_tokens, not forced"
-    ]  # fmt: skip
+    notes = (
+        []
+        if force or (spec.output is None and spec.trace is None)
+        else [f"{endpoint.name} refused ignore_eos: output lengths are asked as max_tokens, not forced"]
+    )
     if record.n_in is None:
-        notes.append(f"{endpoint.name} reports no usage: prompts have the asked number of tokens of content, "
-                     "and the template's own tokens are not taken off")  # fmt: skip
+        notes.append(
+            f"{endpoint.name} reports no usage: prompts have the asked number of tokens of content, "
+            "and the template's own tokens are not taken off"
+        )
     overhead = 0 if record.n_in is None else max(0, record.n_in - load_token_counter(spec.tokenizer)(text))
     return replace(config, synthetic=replace(spec, overhead=overhead, force_output=force)), notes
 
@@ -78,7 +84,10 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
 def describe(spec: Synthetic) -> dict[str, Any]:
     """For summary.json's config block."""
     return {
-        "input_tokens": spec.input.text if spec.input else None, "trace": spec.trace,
+        "input_tokens": spec.input.text if spec.input else None,
+        "trace": spec.trace,
         "output_tokens": None if spec.output is None else spec.output.text,
-        "tokenizer": spec.tokenizer, "template_overhead": spec.overhead, "ignore_eos": spec.force_output,
-    }  # fmt: skip
+        "tokenizer": spec.tokenizer,
+        "template_overhead": spec.overhead,
+        "ignore_eos": spec.force_output,
+    }

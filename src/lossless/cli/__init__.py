@@ -2,18 +2,19 @@
 ``options.py``, where the defaults live) -> its ``run`` -> a typed result -> ``report``. ``cli/<name>.py``
 holds the commands of one group.
 
-common.py     ``friendly_errors()``: one-line errors; the value types of options; output checks
-bench.py      ``bench()``: latency and throughput, side by side, under load
-measure.py    ``probe()``, ``verify()``: which parameters an endpoint honours; the same model or not
-tasks.py      ``tasks()``: success, time and cost per completed task
-inspect.py    ``inspect()``: what is behind an endpoint
-saved.py      ``report()``, ``compare()``: saved runs
-advise.py     ``advise()``: time-outs, hedging and failover predicted from saved runs
-watch.py      ``watch()``, ``history()``: bench on a schedule, into a history; its trends
-sweep.py      ``sweep()``: server configurations x loads, each until it saturates; the Pareto page
-serving.py    ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
-reference.py  ``reference_markdown()``: docs/cli.md, every --help (``python -m lossless.cli.reference``)
-__main__.py   ``python -m lossless.cli``
+common.py       ``friendly_errors()``: one-line errors; the value types of options; output checks
+bench.py        ``bench()``: latency and throughput, side by side, under load
+bench_flags.py  ``load_flags()``, ``client_flags()``, ...: bench's flags (watch's and sweep's too)
+measure.py      ``probe()``, ``verify()``: which parameters an endpoint honours; the same model or not
+tasks.py        ``tasks()``: success, time and cost per completed task
+inspect.py      ``inspect()``: what is behind an endpoint
+saved.py        ``report()``, ``compare()``: saved runs
+advise.py       ``advise()``: time-outs, hedging and failover predicted from saved runs
+watch.py        ``watch()``, ``history()``: bench on a schedule, into a history; its trends
+sweep.py        ``sweep()``: server configurations x loads, each until it saturates; the Pareto page
+serving.py      ``models()``, ``serve()``, ``draft()``, ``demo()``: the embedded model
+reference.py    ``reference_markdown()``: docs/cli.md, every --help (``python -m lossless.cli.reference``)
+__main__.py     ``python -m lossless.cli``
 """
 
 from __future__ import annotations

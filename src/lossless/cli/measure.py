@@ -46,19 +46,27 @@ SETS = "humaneval, arithmetic, tools, bfcl-simple, bfcl-multiple, bfcl-irrelevan
 @click.option("--model", default=None, help=MODEL_HELP)
 @click.option("--api-key-env", default=None, metavar="VAR", help=KEY_HELP)
 @click.option(
-    "--endpoints", "endpoints_file", type=click.Path(path_type=Path),
+    "--endpoints",
+    "endpoints_file",
+    type=click.Path(path_type=Path),
     help=ENDPOINTS_HELP + " probe checks one: a file of one [[endpoint]].",
-)  # fmt: skip
+)
 @api_flag(P.api, CHAT_APIS, "The checks' requests are chat's, put in that API's own words.")
 @click.option(
-    "--repeats", default=P.repeats, show_default=True, type=click.IntRange(2, 50),
+    "--repeats",
+    default=P.repeats,
+    show_default=True,
+    type=click.IntRange(2, 50),
     help="Requests per arm where a check compares two (on against off, two seeds).",
-)  # fmt: skip
+)
 @click.option(
-    "--max-tokens", default=P.max_tokens, show_default=True, type=click.IntRange(8),
+    "--max-tokens",
+    default=P.max_tokens,
+    show_default=True,
+    type=click.IntRange(8),
     help="Output tokens for answers that must be long enough to show a difference; an answer cut at "
     "this length is asked again with more room before it counts.",
-)  # fmt: skip
+)
 @output_flags("Checks", "probe.json", html=False)
 @friendly_errors
 def probe(url: str | None, overwrite: bool, **opts: Any) -> None:
@@ -96,44 +104,60 @@ def _budgets() -> str:
     "--candidate-api-key-env", default=None, metavar="VAR", help="CANDIDATE's [default: --api-key-env]."
 )
 @click.option(
-    "--endpoints", "endpoints_file", type=click.Path(path_type=Path),
+    "--endpoints",
+    "endpoints_file",
+    type=click.Path(path_type=Path),
     help="A TOML file of two [[endpoint]] tables, the baseline first (or a [baseline] and a [candidate] "
     "table), instead of URLs.",
-)  # fmt: skip
+)
 @click.option(
-    "--budget", default="default", show_default=True,
+    "--budget",
+    default="default",
+    show_default=True,
     help=f"The most the run spends, prompts x samples x tokens per sample, drawn in looks until one settles "
     f"it, and what each can show (a score difference in sd of one sample's score, 80% power): {_budgets()}; "
     "or PxSxT.",
-)  # fmt: skip
+)
 @api_flag(
-    V.api, ("completions", "chat", "responses", "messages"),
+    V.api,
+    ("completions", "chat", "responses", "messages"),
     "completions can score a text token by token (teacher forcing) where the server echoes "
     "log-probabilities; the others compare sampled answers alone.",
-)  # fmt: skip
+)
 @click.option(
-    "--tolerance", default=V.tolerance, show_default=True, metavar="NATS",
+    "--tolerance",
+    default=V.tolerance,
+    show_default=True,
+    metavar="NATS",
     type=click.FloatRange(0, min_open=True),
     help="The largest log-probability distance still called the same model: the same tokens scored by "
     "both, nats a token apart on average, beyond the baseline's own. Above it (at 1%) is different; below "
     "it (at 5%) is part of equivalent. Servers of the same weights measured 0.04-0.06 apart, requantizations "
     "0.23 or more.",
-)  # fmt: skip
+)
 @click.option(
-    "--no-logprobs", "logprobs", flag_value=False, default=True,
+    "--no-logprobs",
+    "logprobs",
+    flag_value=False,
+    default=True,
     help="Ask for no log-probabilities: the sampled texts alone decide, as against a server that returns "
     "none (what they detect alone at each budget: docs/verify.md).",
-)  # fmt: skip
+)
 @click.option("--seed", default=V.seed, show_default=True, type=SEED, help=SEED_HELP)
 @click.option(
-    "--timeout", default=V.timeout, show_default=True, type=SECONDS,
+    "--timeout",
+    default=V.timeout,
+    show_default=True,
+    type=SECONDS,
     help="Seconds for one request; a slower one counts as failed and the run goes on.",
-)  # fmt: skip
+)
 @click.option(
-    "--set", "task_set", default=None,
+    "--set",
+    "task_set",
+    default=None,
     help=f"A task set ({SETS}) run greedily on both, in place of the bundled questions; with tools, "
     "tool-call parity too.",
-)  # fmt: skip
+)
 @renamed("--tasks", "--set", "task_set")
 @click.option(
     "--limit", "tasks_limit", default=None, type=click.IntRange(1), help="Only --set's first N tasks."

@@ -15,8 +15,19 @@ from lossless.cli.common import SECONDS, examples, friendly_errors, json_flag, u
 from lossless.sweep.options import SweepOptions
 
 S = SweepOptions.__dataclass_fields__
-_OWN = {"as_json", "out_dir", "html", "overwrite", "resume", "until_saturated", "endpoints_file",
-        "find_capacity", "capacity_precision", "capacity_budget", "take_turns"}  # fmt: skip
+_OWN = {
+    "as_json",
+    "out_dir",
+    "html",
+    "overwrite",
+    "resume",
+    "until_saturated",
+    "endpoints_file",
+    "find_capacity",
+    "capacity_precision",
+    "capacity_budget",
+    "take_turns",
+}
 
 
 @click.command(
@@ -65,8 +76,15 @@ _OWN = {"as_json", "out_dir", "html", "overwrite", "resume", "until_saturated", 
 )
 @json_flag("sweep.json")
 @friendly_errors
-def sweep(configs: tuple[str, ...], command: str | None, startup_timeout: float, all_loads: bool,
-          out_dir: Path, as_json: bool, **bench_args: Any) -> None:  # fmt: skip
+def sweep(
+    configs: tuple[str, ...],
+    command: str | None,
+    startup_timeout: float,
+    all_loads: bool,
+    out_dir: Path,
+    as_json: bool,
+    **bench_args: Any,
+) -> None:
     """Sweep server configurations x loads: each configuration served (or given as a URL), benched from
     the lowest load up until it saturates, then one page with the Pareto front of per-request speed and
     TTFT against total throughput, and the table behind it.

@@ -69,18 +69,42 @@ def delay(p: Prediction) -> str:
 
 def _timeout_row(t: Timeout) -> tuple[str, ...]:
     limit = "-" if t.timeout_ms is None else ms(t.timeout_ms.value)
-    return (PHASE_WORDS[t.phase], limit, ci(t.timeout_ms), share(t.cut.value), ci(t.cut, as_share=True),
-            share(t.saved.value), ms(t.wait_saved_ms) if t.saved.value else "-", t.rule)  # fmt: skip
+    return (
+        PHASE_WORDS[t.phase],
+        limit,
+        ci(t.timeout_ms),
+        share(t.cut.value),
+        ci(t.cut, as_share=True),
+        share(t.saved.value),
+        ms(t.wait_saved_ms) if t.saved.value else "-",
+        t.rule,
+    )
 
 
 def _prediction_row(p: Prediction, first: str) -> tuple[str, ...]:
-    return (first, ms(p.p50.value), ms(p.p95.value), ms(p.p99.value), ci(p.p99), share(p.error_rate.value),
-            share(p.attempts_per_request.value - 1), usd(p.usd_per_success))  # fmt: skip
+    return (
+        first,
+        ms(p.p50.value),
+        ms(p.p95.value),
+        ms(p.p99.value),
+        ci(p.p99),
+        share(p.error_rate.value),
+        share(p.attempts_per_request.value - 1),
+        usd(p.usd_per_success),
+    )
 
 
 TIMEOUT_HEADERS = ("phase", "time-out", "95% CI", "cuts", "cuts 95% CI", "saves", "wait saved", "rule")
-PREDICTION_HEADERS = ("policy", "p50", "p95", "p99", "p99 95% CI", "no answer", "extra requests",
-                      "$ per answer")  # fmt: skip
+PREDICTION_HEADERS = (
+    "policy",
+    "p50",
+    "p95",
+    "p99",
+    "p99 95% CI",
+    "no answer",
+    "extra requests",
+    "$ per answer",
+)
 
 
 # --- terminal -----------------------------------------------------------------------------------------
@@ -108,11 +132,19 @@ def _group(g: GroupAdvice, console: Console) -> None:
     console.print(_table(f"{head} - time-outs", TIMEOUT_HEADERS, map(_timeout_row, g.timeouts)))
     censored = [f"{PHASE_WORDS[t.phase]} {t.censored}" for t in g.timeouts if t.censored]
     if censored:
-        console.print(f"  bench's own time-outs ended some attempts ({', '.join(censored)}): their "
-                      "true times are longer than recorded", highlight=False)  # fmt: skip
+        console.print(
+            f"  bench's own time-outs ended some attempts ({', '.join(censored)}): their "
+            "true times are longer than recorded",
+            highlight=False,
+        )
     rows = [_prediction_row(p, delay(p)) for p in g.hedging]
-    console.print(_table(f"{g.endpoint} at {g.load} - hedging (a 2nd attempt after the delay, first answer "
-                         "wins)", PREDICTION_HEADERS, rows))  # fmt: skip
+    console.print(
+        _table(
+            f"{g.endpoint} at {g.load} - hedging (a 2nd attempt after the delay, first answer wins)",
+            PREDICTION_HEADERS,
+            rows,
+        )
+    )
     _assumes(console, g.hedging)
 
 
@@ -151,9 +183,18 @@ EXECUTED_HEADERS = (
 
 
 def _executed_rows(result: AdviseResult) -> list[tuple[str, ...]]:
-    return [(e.label, e.load, str(e.requests), *(ms(e.latency_ms[q]) for q in QUANTILES),
-             "-" if e.predicted is None else f"{ms(e.predicted.p99.value)} ({ci(e.predicted.p99)})",
-             f"{e.error_rate:.1%}", f"{e.attempts_per_request:.2f}") for e in result.executed]  # fmt: skip
+    return [
+        (
+            e.label,
+            e.load,
+            str(e.requests),
+            *(ms(e.latency_ms[q]) for q in QUANTILES),
+            "-" if e.predicted is None else f"{ms(e.predicted.p99.value)} ({ci(e.predicted.p99)})",
+            f"{e.error_rate:.1%}",
+            f"{e.attempts_per_request:.2f}",
+        )
+        for e in result.executed
+    ]
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
@@ -174,12 +215,18 @@ def _hedge_charts(groups: Sequence[GroupAdvice]) -> str:
         for bound in ("lo", "hi"):  # the interval as two faint lines in the endpoint's colour
             pts = _finite((p.delay_ms, getattr(p.p99, bound)) for p in hedges)
             p99.append(svg.Series(label, pts, opacity=0.3))
-        extra.append(svg.Series(label, _finite((p.delay_ms, 100 * (p.attempts_per_request.value - 1))
-                                               for p in hedges)))  # fmt: skip
+        extra.append(
+            svg.Series(label, _finite((p.delay_ms, 100 * (p.attempts_per_request.value - 1)) for p in hedges))
+        )
         if math.isfinite(g.hedging[0].p99.value):
             refs.append(("y", g.hedging[0].p99.value, f"{g.endpoint}: no hedge"))
-    a = svg.Chart("Predicted p99 E2E against hedge delay (faint: 95% CI)", "hedge delay (ms)",
-                  "p99 time to an answer (ms)", p99, refs=refs)  # fmt: skip
+    a = svg.Chart(
+        "Predicted p99 E2E against hedge delay (faint: 95% CI)",
+        "hedge delay (ms)",
+        "p99 time to an answer (ms)",
+        p99,
+        refs=refs,
+    )
     b = svg.Chart("Extra requests against hedge delay", "hedge delay (ms)", "extra requests (%)", extra)
     return svg.render(a) + svg.render(b)
 

@@ -37,8 +37,12 @@ class Compared:
 
     def as_dict(self) -> dict[str, Any]:
         side = lambda s: {"dir": str(s.dir), "environment": s.environment}  # noqa: E731
-        return {"a": side(self.a), "b": side(self.b), "comparisons": [c.as_dict() for c in self.comparisons],
-                "notes": list(self.notes)}  # fmt: skip
+        return {
+            "a": side(self.a),
+            "b": side(self.b),
+            "comparisons": [c.as_dict() for c in self.comparisons],
+            "notes": list(self.notes),
+        }
 
 
 def load(dir_a: Path, dir_b: Path) -> Compared:
@@ -80,8 +84,9 @@ def _verdict(c: RunComparison) -> str:
 
 
 def render_terminal(result: Compared, console: Console) -> None:
-    table = Table(title=f"lossless compare: B = {result.b.dir} against A = {result.a.dir}",
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"lossless compare: B = {result.b.dir} against A = {result.a.dir}", title_justify="left"
+    )
     for header in ("endpoint load", "metric", "stat", "B / A", "95% CI", "reading"):
         table.add_column(header, justify="right" if header in ("B / A", "95% CI") else "left")
     for c in result.comparisons:
@@ -89,9 +94,13 @@ def render_terminal(result: Compared, console: Console) -> None:
         style = {"B better": "green", "B worse": "red"}.get(reading, "")
         lo, hi = c.ci95
         table.add_row(
-            c.label, METRIC[c.metric].words, c.stat, f"{c.ratio:.2f}x", f"{lo:.2f}-{hi:.2f}",
+            c.label,
+            METRIC[c.metric].words,
+            c.stat,
+            f"{c.ratio:.2f}x",
+            f"{lo:.2f}-{hi:.2f}",
             f"[{style}]{reading}[/{style}]" if style else reading,
-        )  # fmt: skip
+        )
     console.print(table)
     if not result.comparisons:
         console.print("no endpoint and load level with two or more successful requests in both runs")
@@ -108,26 +117,45 @@ def _overlay(records: tuple[Sequence[RequestRecord], Sequence[RequestRecord]], m
 def render_html(result: Compared) -> str:
     comps = result.comparisons
     rows = [
-        svg.Row(f"{c.label} {METRIC[c.metric].words} {c.stat}", c.ratio, c.ci95[0], c.ci95[1],
-                group=METRIC[c.metric].words, tip=c.text)
-        for c in comps if c.stat in SHOWN_RATIOS
-    ]  # fmt: skip
+        svg.Row(
+            f"{c.label} {METRIC[c.metric].words} {c.stat}",
+            c.ratio,
+            c.ci95[0],
+            c.ci95[1],
+            group=METRIC[c.metric].words,
+            tip=c.text,
+        )
+        for c in comps
+        if c.stat in SHOWN_RATIOS
+    ]
     forest = svg.intervals(
         "B / A with 95% bootstrap intervals", "ratio of B to A", rows, refs=[(1.0, "same")]
     )
     table_rows = [
-        (c.label, METRIC[c.metric].words, c.stat, f"{c.ratio:.2f}x", f"{c.ci95[0]:.2f}-{c.ci95[1]:.2f}",
-         _verdict(c))
+        (
+            c.label,
+            METRIC[c.metric].words,
+            c.stat,
+            f"{c.ratio:.2f}x",
+            f"{c.ci95[0]:.2f}-{c.ci95[1]:.2f}",
+            _verdict(c),
+        )
         for c in comps
-    ]  # fmt: skip
+    ]
     numbers = html.table(("endpoint load", "metric", "stat", "B / A", "95% CI", "reading"), table_rows)
     about = (
         "Each row is B's statistic divided by A's, with a bootstrap 95% interval (both runs resampled). An "
         "interval that crosses 1 is no clear difference. For output speed above 1 is better; for times, "
         "below."
     )
-    sections = [html.section("ratios", "Ratios", f'<div class="figure">{forest}<div class="numbers">{numbers}'
-                             "</div></div>", about)]  # fmt: skip
+    sections = [
+        html.section(
+            "ratios",
+            "Ratios",
+            f'<div class="figure">{forest}<div class="numbers">{numbers}</div></div>',
+            about,
+        )
+    ]
     for m in PLOTTED:
         sections.append(html.section(m.key, m.words, _overlay((result.a.records, result.b.records), m)))
     env_a, env_b = result.a.environment or {}, result.b.environment or {}

@@ -27,8 +27,10 @@ class DemoResult:
 
 def summary_lines(r: DemoResult) -> list[str]:
     """What stdout gets: the figures a person came for, and where the rest is."""
-    lines = [f"lossless demo: {r.model}, plain against speculative decoding ({drafter_name(r.drafter)}), "
-             f"{r.requests} requests each, {r.seconds:.0f} s"]  # fmt: skip
+    lines = [
+        f"lossless demo: {r.model}, plain against speculative decoding ({drafter_name(r.drafter)}), "
+        f"{r.requests} requests each, {r.seconds:.0f} s"
+    ]
     if r.speedup is not None:
         lines.append(
             f"speed-up (output speed p50, speculative / plain): {_ratio(r.speedup)} over all prompts"

@@ -87,22 +87,33 @@ def _setup(summary: Summary) -> str:
         return section("setup", "Configuration and environment", f"<p>Not recorded ({why}).</p>")
     parts = []
     if config:
-        settings = [(k, json.dumps(v) if isinstance(v, dict | list) else v) for k, v in config.items()
-                    if k != "endpoints"]  # fmt: skip
+        settings = [
+            (k, json.dumps(v) if isinstance(v, dict | list) else v)
+            for k, v in config.items()
+            if k != "endpoints"
+        ]
         parts.append(f"<div><h2>Run</h2>{_kv(settings)}</div>")
         rows = [
-            (e["name"], e["base_url"], e["model"], e.get("api_key_env") or "-",
-             json.dumps(e.get("body") or {}), ", ".join(e.get("headers") or []) or "-")
+            (
+                e["name"],
+                e["base_url"],
+                e["model"],
+                e.get("api_key_env") or "-",
+                json.dumps(e.get("body") or {}),
+                ", ".join(e.get("headers") or []) or "-",
+            )
             for e in config.get("endpoints", [])
-        ]  # fmt: skip
+        ]
         headers = ("endpoint", "base URL", "model", "key variable", "extra body", "extra headers")
         parts.append(f"<div><h2>Endpoints</h2>{table(headers, rows)}</div>")
     if env:
         parts.append(f"<div><h2>Environment</h2>{_kv(env.items())}</div>")
     clients = summary.run.clients if summary.run else ()
     if clients:
-        rows = [(c["worker"], c["host"], c["load"], f"{c['cpu_s']:.2f}", f"{c['wall_s']:.2f}",
-                 f"{c['busy']:.0%}") for c in clients]  # fmt: skip
+        rows = [
+            (c["worker"], c["host"], c["load"], f"{c['cpu_s']:.2f}", f"{c['wall_s']:.2f}", f"{c['busy']:.0%}")
+            for c in clients
+        ]
         headers = ("worker", "host", "load", "CPU (s)", "wall (s)", "busy")
         parts.append(f"<div><h2>Load generators</h2>{table(headers, rows)}</div>")
     about = "API keys are never recorded: only the name of the variable that held one."

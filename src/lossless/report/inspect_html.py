@@ -21,12 +21,20 @@ from lossless.report.page import page, section
 from lossless.rundir import INSPECT
 
 # the card's keys for the three claims, as the page names them
-CLAIMS = {"speculative_decoding": "speculative decoding", "precision": "precision / variant",
-          "identity": "identity"}  # fmt: skip
+CLAIMS = {
+    "speculative_decoding": "speculative decoding",
+    "precision": "precision / variant",
+    "identity": "identity",
+}
 VERDICTS = ("evident", "not evident", "inconclusive")
-PRECISION_FACTS = {"nearest": "nearest reference", "floor": "A/A floor (repeat noise)",
-                   "bit_identical": "repeats bit-identical", "method": "method", "texts": "texts",
-                   "tokens": "tokens scored"}  # fmt: skip
+PRECISION_FACTS = {
+    "nearest": "nearest reference",
+    "floor": "A/A floor (repeat noise)",
+    "bit_identical": "repeats bit-identical",
+    "method": "method",
+    "texts": "texts",
+    "tokens": "tokens scored",
+}
 
 
 def anchors(cards: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -129,8 +137,11 @@ def _card(card: Mapping[str, Any], key: str) -> str:
         (escape(claim), badge(word), f'<span class="text">{escape(_why(card, k))}</span>')
         for (claim, word), k in zip(words(card), CLAIMS, strict=True)
     ]
-    parts = [_speculation(card.get("speculative_decoding") or {}), _precision(card.get("precision")),
-             _identity(card.get("identity") or {})]  # fmt: skip
+    parts = [
+        _speculation(card.get("speculative_decoding") or {}),
+        _precision(card.get("precision")),
+        _identity(card.get("identity") or {}),
+    ]
     b = card.get("budget") or {}
     budget = (
         f"{_text(b.get('rounds'))} rounds ({_text(b.get('stopped'))}), {_text(b.get('requests'))} requests, "
@@ -146,21 +157,36 @@ def _card(card: Mapping[str, Any], key: str) -> str:
 
 def _speculation(s: Mapping[str, Any]) -> str:
     ratios = [
-        (escape(f"{r.get('arm')} / free-t1"), escape(str(r.get("of"))), _num(r.get("ratio"), ".2f", "x"),
-         _ci(r.get("ci95")), _num(r.get("rounds"), "d"), escape(str(r.get("sped_up"))))
+        (
+            escape(f"{r.get('arm')} / free-t1"),
+            escape(str(r.get("of"))),
+            _num(r.get("ratio"), ".2f", "x"),
+            _ci(r.get("ci95")),
+            _num(r.get("rounds"), "d"),
+            escape(str(r.get("sped_up"))),
+        )
         for r in s.get("ratios") or []
-    ]  # fmt: skip
+    ]
     arms = [
-        (escape(str(a.get("arm"))), _num(a.get("requests"), "d"), _num(a.get("speed_tps"), ".1f"),
-         _num(a.get("tokens_per_chunk")), _num(a.get("tokens_per_burst")), _num(a.get("gap_ms_p50"), ".1f"),
-         _num(a.get("gap_ms_p90"), ".1f"))
+        (
+            escape(str(a.get("arm"))),
+            _num(a.get("requests"), "d"),
+            _num(a.get("speed_tps"), ".1f"),
+            _num(a.get("tokens_per_chunk")),
+            _num(a.get("tokens_per_burst")),
+            _num(a.get("gap_ms_p50"), ".1f"),
+            _num(a.get("gap_ms_p90"), ".1f"),
+        )
         for a in s.get("arms") or []
-    ]  # fmt: skip
+    ]
     evidence = s.get("evidence") or {}
-    facts = [("likely drafter", s.get("drafter")),
-             ("mean accepted length (estimate)", s.get("accepted_length")),
-             ("timings and bursts alone", evidence.get("behaviour")), ("server counters", s.get("counters")),
-             ("counters", evidence.get("counters"))]  # fmt: skip
+    facts = [
+        ("likely drafter", s.get("drafter")),
+        ("mean accepted length (estimate)", s.get("accepted_length")),
+        ("timings and bursts alone", evidence.get("behaviour")),
+        ("server counters", s.get("counters")),
+        ("counters", evidence.get("counters")),
+    ]
     body = _kv(facts)
     if ratios:
         body += grid(("arm", "of", "ratio", "95% CI", "rounds", "sped up"), ratios)
@@ -178,14 +204,22 @@ def _precision(p: Any) -> str:
     """Today's {verdict, note}, or with the distances to references against the A/A floor."""
     p = p if isinstance(p, Mapping) else {"note": _note(p)}
     # a claim not measured carries its fields empty (None, 0 texts): shown only when they say something
-    facts = [(label, v) for k, label in PRECISION_FACTS.items() if (v := p.get(k)) is not None and v != ""
-             and not (k in ("texts", "tokens") and v == 0)]  # fmt: skip
+    facts = [
+        (label, v)
+        for k, label in PRECISION_FACTS.items()
+        if (v := p.get(k)) is not None and v != "" and not (k in ("texts", "tokens") and v == 0)
+    ]
     body = _kv([("note", p.get("note")), *facts])
     rows = [
-        (escape(str(d.get("reference"))) + (" (nearest)" if d.get("reference") == p.get("nearest") else ""),
-         _num(d.get("distance"), ".4g"), _ci(d.get("ci"), ".4g"))
-        for d in p.get("distances") or [] if isinstance(d, Mapping)
-    ]  # fmt: skip
+        (
+            escape(str(d.get("reference")))
+            + (" (nearest)" if d.get("reference") == p.get("nearest") else ""),
+            _num(d.get("distance"), ".4g"),
+            _ci(d.get("ci"), ".4g"),
+        )
+        for d in p.get("distances") or []
+        if isinstance(d, Mapping)
+    ]
     if rows:
         body += grid(("reference", "distance", "95% CI"), rows)
     return f"<div><h2>2 Precision / variant {badge(_verdict(p))}</h2>{body}</div>"
@@ -196,10 +230,15 @@ def _identity(i: Mapping[str, Any]) -> str:
     runner = f"{_text(i.get('runner_up'))} ({_text(i.get('runner_up_distance'))} tokens away)"
     headers = i.get("headers") or {}
     shown = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in headers.items())
-    facts = [("tokenizer family", i.get("family")), ("nearest", near), ("runner-up", runner),
-             ("declared model", i.get("declared_model")), ("system_fingerprint", i.get("system_fingerprint")),
-             ("context limit", context_text(i.get("context") or i.get("context_limit"))),
-             ("server headers", shown)]  # fmt: skip
+    facts = [
+        ("tokenizer family", i.get("family")),
+        ("nearest", near),
+        ("runner-up", runner),
+        ("declared model", i.get("declared_model")),
+        ("system_fingerprint", i.get("system_fingerprint")),
+        ("context limit", context_text(i.get("context") or i.get("context_limit"))),
+        ("server headers", shown),
+    ]
     evidence = i.get("evidence") or {}
     counts, nearest = evidence.get("counts") or {}, evidence.get("nearest_counts") or {}
     rows = [(escape(str(k)), _num(v, "d"), _num(nearest.get(k), "d")) for k, v in counts.items()]

@@ -39,8 +39,10 @@ def merge(run_dirs: list[Path]) -> Merged:
             raise UsageError(f"{run_dir}: no bench run to merge (summary.json and records.jsonl)")
         if any(r.wall_anchor_ns is None for r in run.records):
             raise UsageError(f"{run_dir}: its records carry no wall-clock anchor (made before lossless 0.2)")
-        records += [replace(r, worker=r.worker + worker_base, request_index=r.request_index + index_base)
-                    for r in run.records]  # fmt: skip
+        records += [
+            replace(r, worker=r.worker + worker_base, request_index=r.request_index + index_base)
+            for r in run.records
+        ]
         info = run.summary.run
         if info is not None:
             infos.append(info)
@@ -62,9 +64,12 @@ def merge(run_dirs: list[Path]) -> Merged:
     first = runs[0].summary
     assert first is not None
     summary = summarize(
-        records, _prices(infos, records), slo=first.slo_ms, stall_s=first.stall_threshold_s,
+        records,
+        _prices(infos, records),
+        slo=first.slo_ms,
+        stall_s=first.stall_threshold_s,
         run=_info(infos, run_dirs, worker_base, clients, notes),
-    )  # fmt: skip
+    )
     return Merged(summary, records, tuple(notes))
 
 

@@ -71,8 +71,11 @@ def connections_note(g: GroupStats) -> str | None:
     new, reused = g.metrics.get("ttfb_new_ms"), g.metrics.get("ttfb_reused_ms")
     if new is None or not new.n:
         return None
-    phases = [f"{m.label} {m.fmt(d.p50)} ms" for m in (METRIC[k] for k in ("dns_ms", "connect_ms", "tls_ms"))
-              if (d := g.metrics.get(m.key)) is not None and d.n and d.p50 is not None]  # fmt: skip
+    phases = [
+        f"{m.label} {m.fmt(d.p50)} ms"
+        for m in (METRIC[k] for k in ("dns_ms", "connect_ms", "tls_ms"))
+        if (d := g.metrics.get(m.key)) is not None and d.n and d.p50 is not None
+    ]
     ttfb = METRIC["ttfb_new_ms"]
     said = f"connections: {new.n} new" + (f" ({', '.join(phases)}, p50)" if phases else "")
     if reused is not None and reused.n:
@@ -99,8 +102,10 @@ def _sessions(s: SessionStats) -> str:
     if s.task_s.p50 is None or s.model_s.p50 is None:
         return said
     task, model = s.task_s, s.model_s
-    return (f"{said}; task time p50 {task.p50:.2f} s, p95 {task.p95:.2f} s, of which waiting for answers "
-            f"p50 {model.p50:.2f} s")  # fmt: skip
+    return (
+        f"{said}; task time p50 {task.p50:.2f} s, p95 {task.p95:.2f} s, of which waiting for answers "
+        f"p50 {model.p50:.2f} s"
+    )
 
 
 def served_by(g: GroupStats) -> str | None:

@@ -141,15 +141,22 @@ def timelines(g: Groups, summary: Summary) -> Figure:
     if stalls:
         stall_label = f"stall (gap > {stall_ms / 1000:g} s)"
         series.append(svg.Series(stall_label, stalls, kind="points", tips=tips, color=_STALL_COLOR))
-    chart = svg.Chart("Token arrival per request", "time since the request was sent (ms)",
-                      "tokens received", series)  # fmt: skip
+    chart = svg.Chart(
+        "Token arrival per request", "time since the request was sent (ms)", "tokens received", series
+    )
     entries, gap = summary.endpoints, METRIC["inter_chunk_ms"]
     rows = [
-        (entry_label(e, entries), str(e.overall.stalls.count), str(e.overall.stalls.requests_with_stalls),
-         num(e.overall.stalls.total_s, 1), gap.fmt(e.overall.stat(gap.key, "p50")),
-         gap.fmt(e.overall.stat(gap.key, "p99")), num(e.overall.stat(gap.key, "max")))  # whole ms
+        (
+            entry_label(e, entries),
+            str(e.overall.stalls.count),
+            str(e.overall.stalls.requests_with_stalls),
+            num(e.overall.stalls.total_s, 1),
+            gap.fmt(e.overall.stat(gap.key, "p50")),
+            gap.fmt(e.overall.stat(gap.key, "p99")),
+            num(e.overall.stat(gap.key, "max")),
+        )  # whole ms
         for e in entries
-    ]  # fmt: skip
+    ]
     about = (
         f"One line per request (a sample of up to {per_group} per group, stalled ones first): tokens "
         "received against time. A flat stretch is a wait between chunks; a steep line is fast decoding."
@@ -206,24 +213,39 @@ def sweep(summary: Summary) -> Figure | None:
         tips = [f"{name} {load}: {x:,.1f} tok/s, {y:,.0f} ms" for x, y, load in kept]
         series.append(svg.Series(name, keep, kind="line"))
         series.append(svg.Series(name, keep, kind="points", tips=tips))
-    chart = svg.Chart("Throughput against latency", "output tokens per second (all requests)",
-                      "E2E p50 (ms)", series)  # fmt: skip
+    chart = svg.Chart(
+        "Throughput against latency", "output tokens per second (all requests)", "E2E p50 (ms)", series
+    )
     ttft, e2e = METRIC["ttft_ms"], METRIC["e2e_ms"]
     rows = [
-        (e.name, e.load, num(e.overall.throughput.output_tokens_per_s, 1),
-         num(e.overall.throughput.requests_per_s, 2), ttft.fmt(e.overall.stat(ttft.key, "p50")),
-         e2e.fmt(e.overall.stat(e2e.key, "p50")), e2e.fmt(e.overall.stat(e2e.key, "p99")),
-         _met(e.overall.slo_attainment.get("all")))
+        (
+            e.name,
+            e.load,
+            num(e.overall.throughput.output_tokens_per_s, 1),
+            num(e.overall.throughput.requests_per_s, 2),
+            ttft.fmt(e.overall.stat(ttft.key, "p50")),
+            e2e.fmt(e.overall.stat(e2e.key, "p50")),
+            e2e.fmt(e.overall.stat(e2e.key, "p99")),
+            _met(e.overall.slo_attainment.get("all")),
+        )
         for e in entries
-    ]  # fmt: skip
+    ]
     about = (
         "One point per load level. Moving right is more work done; moving up is each request waiting "
         "longer. Where the line turns upward the endpoint is saturated."
     )
     if summary.capacity is not None:
         about += f" The search's answer: {summary.capacity.text.removeprefix('capacity: ')}."
-    headers = ("endpoint", "load", "tok/s", "req/s", ttft.header("p50"), e2e.header("p50"), e2e.header("p99"),
-               "SLO met")  # fmt: skip
+    headers = (
+        "endpoint",
+        "load",
+        "tok/s",
+        "req/s",
+        ttft.header("p50"),
+        e2e.header("p50"),
+        e2e.header("p99"),
+        "SLO met",
+    )
     return Figure("sweep", "Throughput against latency", about, svg.render(chart), headers, rows)
 
 
@@ -232,11 +254,14 @@ def _met(share: float | None) -> str:
 
 
 _DISTRIBUTIONS = {  # PLOTTED metric -> the figure's anchor, and how to read it
-    "ttft_ms": ("ttft", "Share of requests whose first token came within a given time: further left is "
-                "better; a long tail to the right is what users notice."),
+    "ttft_ms": (
+        "ttft",
+        "Share of requests whose first token came within a given time: further left is "
+        "better; a long tail to the right is what users notice.",
+    ),
     "e2e_ms": ("e2e", "Share of requests finished within a given time, from sending to the stream's end."),
     "output_tps": ("speed", "Tokens per second after the first chunk (1/TPOT): further right is better."),
-}  # fmt: skip
+}
 
 
 def figures(summary: Summary, records: Sequence[RequestRecord]) -> list[Figure]:

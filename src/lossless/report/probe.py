@@ -14,8 +14,13 @@ from lossless.probe.run import ProbeResult
 from lossless.report.page import section, table
 from lossless.rundir import PROBE, emit_json
 
-VERDICT_STYLE = {"honoured": "green", "ignored": "red", "rejected": "yellow", "unsupported": "dim",
-                 "inconclusive": "cyan"}  # fmt: skip
+VERDICT_STYLE = {
+    "honoured": "green",
+    "ignored": "red",
+    "rejected": "yellow",
+    "unsupported": "dim",
+    "inconclusive": "cyan",
+}
 
 
 def emit(result: ProbeResult, console: Console, as_json: bool, out_dir: Path | None) -> list[Path | None]:
@@ -43,9 +48,13 @@ def probe_section(doc: Mapping[str, Any]) -> str:
     """probe.json read back (``lossless report``): its checks as one section of the run's page."""
     e = doc.get("endpoint") or {}
     rows = [
-        (str(c.get("name", "?")), str(c.get("verdict", "?")),
-         ", ".join(f"{k}={v}" for k, v in (c.get("evidence") or {}).items()), str(c.get("note", "")))
+        (
+            str(c.get("name", "?")),
+            str(c.get("verdict", "?")),
+            ", ".join(f"{k}={v}" for k, v in (c.get("evidence") or {}).items()),
+            str(c.get("note", "")),
+        )
         for c in doc.get("checks") or []
-    ]  # fmt: skip
+    ]
     about = f"{e.get('name', '?')} ({e.get('base_url', '?')}, model {e.get('model', '?')}): probe.json"
     return section("probe", "Parameters", table(("parameter", "verdict", "evidence", "note"), rows), about)

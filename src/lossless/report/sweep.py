@@ -22,8 +22,17 @@ from lossless.sweep.run import SweepResult
 
 SWEEP_JSON, SWEEP_PAGE = "sweep.json", "sweep.html"
 _FRONT_COLOR = "#111111"
-HEADERS = ("config", "load", "tok/s", "req/s", "speed p50 (tok/s)", "TTFT p50 (ms)", "E2E p50 (ms)", "server",
-           "front")  # fmt: skip
+HEADERS = (
+    "config",
+    "load",
+    "tok/s",
+    "req/s",
+    "speed p50 (tok/s)",
+    "TTFT p50 (ms)",
+    "E2E p50 (ms)",
+    "server",
+    "front",
+)
 
 
 def rows(result: SweepResult) -> list[tuple[str, ...]]:
@@ -39,10 +48,17 @@ def rows(result: SweepResult) -> list[tuple[str, ...]]:
             g, sat = e.overall, e.saturation
             verdict = "-" if sat is None else "saturated" if sat.saturated else "keeps up"
             p50 = [METRIC[k].fmt(g.stat(k, "p50")) for k in ("output_tps", "ttft_ms", "e2e_ms")]
-            out.append((
-                c.name, e.load, num(g.throughput.output_tokens_per_s, 1), num(g.throughput.requests_per_s, 2),
-                *p50, verdict, "yes" if (c.name, e.load) in on else "",
-            ))  # fmt: skip
+            out.append(
+                (
+                    c.name,
+                    e.load,
+                    num(g.throughput.output_tokens_per_s, 1),
+                    num(g.throughput.requests_per_s, 2),
+                    *p50,
+                    verdict,
+                    "yes" if (c.name, e.load) in on else "",
+                )
+            )
     return out
 
 
@@ -76,8 +92,13 @@ def _chart(
 def render_html(result: SweepResult) -> str:
     pairs = result.both()
     speed_front, ttft_front = result.fronts()
-    speed = _chart(result, [s for s, _ in pairs], speed_front, "output speed p50 per request (tokens/s)",
-                   "Per-request speed against total throughput")  # fmt: skip
+    speed = _chart(
+        result,
+        [s for s, _ in pairs],
+        speed_front,
+        "output speed p50 per request (tokens/s)",
+        "Per-request speed against total throughput",
+    )
     ttft = _chart(result, [t for _, t in pairs], ttft_front, "TTFT p50 (ms)", "TTFT against total throughput")
     numbers = table(HEADERS, rows(result))
     about = (
@@ -88,17 +109,28 @@ def render_html(result: SweepResult) -> str:
     stops = [f"{c.name}: {c.summary.stopped}" for c in result.configs if c.summary and c.summary.stopped]
     stops += [f"{c.name}: not measured: {c.error}" for c in result.configs if c.summary is None]
     notes = f'<ul class="tight">{"".join(f"<li>{escape(s)}</li>" for s in stops)}</ul>' if stops else ""
-    links = "".join(f'<li><a href="{escape(c.name)}/{rundir.REPORT}">{escape(c.name)}</a>: '
-                    f"{escape(c.flags or 'the defaults')}</li>" for c in result.configs)  # fmt: skip
+    links = "".join(
+        f'<li><a href="{escape(c.name)}/{rundir.REPORT}">{escape(c.name)}</a>: '
+        f"{escape(c.flags or 'the defaults')}</li>"
+        for c in result.configs
+    )
     sections = [
         section("pareto", "Pareto front", f'<div class="figure">{speed}{ttft}</div>', about),
         section("table", "Every configuration and load", numbers + notes),
-        section("configs", "Configurations", f'<ul class="tight">{links}</ul>',
-                "Each configuration's own report: every plot and table of its bench run."),
-    ]  # fmt: skip
+        section(
+            "configs",
+            "Configurations",
+            f'<ul class="tight">{links}</ul>',
+            "Each configuration's own report: every plot and table of its bench run.",
+        ),
+    ]
     subtitle = f"{len(result.configs)} configurations ({result.kind})"
-    return page("lossless sweep", subtitle, sections, [("pareto", "Pareto"), ("table", "Table"),
-                                                        ("configs", "Configurations")])  # fmt: skip
+    return page(
+        "lossless sweep",
+        subtitle,
+        sections,
+        [("pareto", "Pareto"), ("table", "Table"), ("configs", "Configurations")],
+    )
 
 
 def emit(result: SweepResult, console: Console, as_json: bool, out_dir: Path) -> list[Path]:

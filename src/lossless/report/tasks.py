@@ -17,9 +17,18 @@ from lossless.report.page import page, section, table
 from lossless.rundir import TASKS, emit_json
 from lossless.tasks.result import EndpointTasks, Interval, TasksComparison, TasksResult
 
-COLUMNS = ("endpoint", "success", "pass@k", "time/success p50 | p95", "cost/success",
-           "model | tools | retries | checks", "steps", "retries", "bad args: JSON | schema",
-           "speed")  # fmt: skip
+COLUMNS = (
+    "endpoint",
+    "success",
+    "pass@k",
+    "time/success p50 | p95",
+    "cost/success",
+    "model | tools | retries | checks",
+    "steps",
+    "retries",
+    "bad args: JSON | schema",
+    "speed",
+)
 VERDICT_STYLE = {"equivalent": "green", "different": "red", "inconclusive": "yellow"}
 
 
@@ -132,8 +141,9 @@ def _endpoints_section(result: TasksResult) -> str:
     rows = [
         _interval_row(e.name, e.success_rate) for e in result.endpoints if e.success_rate.value is not None
     ]
-    chart = svg.intervals("Success rate per endpoint", "share of runs that passed their check (Wilson 95%)",
-                          rows)  # fmt: skip
+    chart = svg.intervals(
+        "Success rate per endpoint", "share of runs that passed their check (Wilson 95%)", rows
+    )
     numbers = table(COLUMNS, [_row(e) for e in result.endpoints])
     about = (
         "Time per success counts every model call, tool call, retry and check of a successful task; cost "
@@ -172,8 +182,10 @@ def _per_task_section(result: TasksResult) -> str:
     for r in result.runs:
         mark = "pass" if r.success else f"fail: {r.end}" if r.end != "answer" else "fail"
         cells[(r.task, r.sample)][r.endpoint] = f"{mark}, {r.task_s:.2f} s, {r.steps} steps"
-    rows = [[f"{task} #{sample}" if result.settings["samples"] > 1 else task,
-             *(by.get(n, "-") for n in names)] for (task, sample), by in cells.items()]  # fmt: skip
+    rows = [
+        [f"{task} #{sample}" if result.settings["samples"] > 1 else task, *(by.get(n, "-") for n in names)]
+        for (task, sample), by in cells.items()
+    ]
     about = "Each run's outcome (how it ended when it did not pass), its time and its model calls."
     return section("per-task", "Per task", table(["task", *names], rows), about)
 
@@ -191,10 +203,14 @@ def tasks_section(doc: Mapping[str, Any]) -> str:
         return "-" if value is None else format(value, fmt)
 
     rows = [
-        (str(e.get("name", "?")), f"{e.get('successes', '?')}/{e.get('runs', '?')}",
-         interval(e.get("success_rate"), ".0%"), interval(e.get("mean_time_per_success"), ".2f"),
-         interval(e.get("cost_per_success"), ".4f"))
+        (
+            str(e.get("name", "?")),
+            f"{e.get('successes', '?')}/{e.get('runs', '?')}",
+            interval(e.get("success_rate"), ".0%"),
+            interval(e.get("mean_time_per_success"), ".2f"),
+            interval(e.get("cost_per_success"), ".4f"),
+        )
         for e in doc.get("endpoints") or []
-    ]  # fmt: skip
+    ]
     heads = ("endpoint", "succeeded", "success rate", "mean s per success", "USD per success")
     return section("tasks", "Tasks", table(heads, rows), f"task set {doc.get('task_set', '?')}: tasks.json")

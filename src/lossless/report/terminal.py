@@ -29,8 +29,12 @@ def _cell(g: GroupStats, m: Metric, stat: str) -> str:
 
 def _thin_shown(summary: Summary) -> bool:
     groups = [g for e in summary.endpoints for g in (e.overall, *e.classes.values())]
-    return any(thin(s, int(g.stat(m.key, "n") or 0)) for g in groups for m, s in _COLUMNS + _CLASS_COLUMNS
-               if g.stat(m.key, s) is not None)  # fmt: skip
+    return any(
+        thin(s, int(g.stat(m.key, "n") or 0))
+        for g in groups
+        for m, s in _COLUMNS + _CLASS_COLUMNS
+        if g.stat(m.key, s) is not None
+    )
 
 
 def _classes(summary: Summary, console: Console) -> None:
@@ -92,9 +96,13 @@ def render(summary: Summary, console: Console) -> None:
         errors = ", ".join(f"{k}:{v}" for k, v in req.errors.items()) or "-"
         tput = e.overall.throughput.output_tokens_per_s
         table.add_row(
-            e.name, e.load, f"{req.ok}/{req.failed}", *(_cell(e.overall, m, s) for m, s in _COLUMNS),
-            "-" if tput is None else f"{tput:.1f}", errors,
-        )  # fmt: skip
+            e.name,
+            e.load,
+            f"{req.ok}/{req.failed}",
+            *(_cell(e.overall, m, s) for m, s in _COLUMNS),
+            "-" if tput is None else f"{tput:.1f}",
+            errors,
+        )
     console.print(table)
     _classes(summary, console)
     if _thin_shown(summary):

@@ -51,9 +51,11 @@ def flag_text(f: Flag, unit: bool = False) -> str:
 def shift_text(series: Series, s: Shift) -> str:
     key, c = KEY[s.key], s.change
     ratio = f" ({c.after / c.before:.2f}x)" if c.before and key.metric is not None else ""
-    return (f"{series.label}: {key.label} moved from {value_text(key, c.before)} to "
-            f"{value_text(key, c.after)}{ratio}, {'worse' if s.worse else 'better'}, from run #{s.run} on "
-            f"(Pettitt's test, p = {c.p:.3f})")  # fmt: skip
+    return (
+        f"{series.label}: {key.label} moved from {value_text(key, c.before)} to "
+        f"{value_text(key, c.after)}{ratio}, {'worse' if s.worse else 'better'}, from run #{s.run} on "
+        f"(Pettitt's test, p = {c.p:.3f})"
+    )
 
 
 # --- the watch, run by run --------------------------------------------------------------------------
@@ -119,8 +121,11 @@ def _rows(table: Table, run: Run, trends: Trends) -> None:
         return
     by_series = {s.label: [f for f in s.flags if f.run == run.number] for s in trends.series}
     for i, r in enumerate(run.results):
-        label = next(s.label for s in trends.series if (s.endpoint, s.load, s.workload) ==
-                     (r.endpoint, r.load, r.workload))  # fmt: skip
+        label = next(
+            s.label
+            for s in trends.series
+            if (s.endpoint, s.load, s.workload) == (r.endpoint, r.load, r.workload)
+        )
         flags = by_series.get(label, [])
         text = escape(", ".join(flag_text(f) for f in flags)) or "-"
         if any(f.worse for f in flags):
@@ -151,17 +156,35 @@ def render_html(trends: Trends, db: Path, notes: Sequence[str] = ()) -> str:
 
 
 def _changes(trends: Trends, notes: Sequence[str]) -> str:
-    rows = [(f"#{s.run}", series.label, KEY[s.key].label, "change point", shift_text(series, s))
-            for series in trends.series for s in series.shifts]  # fmt: skip
+    rows = [
+        (f"#{s.run}", series.label, KEY[s.key].label, "change point", shift_text(series, s))
+        for series in trends.series
+        for s in series.shifts
+    ]
     started = {r.number: r for r in trends.runs}
-    rows += [(f"#{f.run}", series.label, KEY[f.key].label, "outside band",
-              f"{when(started[f.run].started_s)}: {flag_text(f, unit=True)}")
-             for series in trends.series for f in series.flags]  # fmt: skip
-    body = page.table(("run", "endpoint load", "figure", "rule", "reading"), rows) if rows else (
-        "<p>No run outside its band and no change point.</p>")  # fmt: skip
+    rows += [
+        (
+            f"#{f.run}",
+            series.label,
+            KEY[f.key].label,
+            "outside band",
+            f"{when(started[f.run].started_s)}: {flag_text(f, unit=True)}",
+        )
+        for series in trends.series
+        for f in series.flags
+    ]
+    body = (
+        page.table(("run", "endpoint load", "figure", "rule", "reading"), rows)
+        if rows
+        else ("<p>No run outside its band and no change point.</p>")
+    )
     rules = "".join(f"<li>{html_escape(r)}</li>" for r in (*trends.rules, *notes))
-    return page.section("changes", "Changes", body + f'<ul class="tight">{rules}</ul>',
-                        "Flagged runs and change points, by these rules:")  # fmt: skip
+    return page.section(
+        "changes",
+        "Changes",
+        body + f'<ul class="tight">{rules}</ul>',
+        "Flagged runs and change points, by these rules:",
+    )
 
 
 def _axis(trends: Trends) -> tuple[float, float, str]:
@@ -179,20 +202,34 @@ def _series(trends: Trends, series: Series, i: int) -> str:
     x = {r.number: (r.started_s - t0) / per for r in trends.runs}
     charts = []
     for title, y_label, keys in _CHARTS:
-        lines = [svg.Series(KEY[k].label, [(x[p.run], p.value) for p in series.points[k]],
-                            color=_P50 if KEY[k].stat == "p50" else _P99) for k in keys]  # fmt: skip
+        lines = [
+            svg.Series(
+                KEY[k].label,
+                [(x[p.run], p.value) for p in series.points[k]],
+                color=_P50 if KEY[k].stat == "p50" else _P99,
+            )
+            for k in keys
+        ]
         flagged = [f for f in series.flags if f.key in keys]
         if flagged:
-            lines.append(svg.Series("outside band", [(x[f.run], f.value) for f in flagged], kind="points",
-                                    tips=[f"#{f.run}: {flag_text(f, unit=True)}" for f in flagged],
-                                    color=_FLAGGED))  # fmt: skip
+            lines.append(
+                svg.Series(
+                    "outside band",
+                    [(x[f.run], f.value) for f in flagged],
+                    kind="points",
+                    tips=[f"#{f.run}: {flag_text(f, unit=True)}" for f in flagged],
+                    color=_FLAGGED,
+                )
+            )
         refs = _change_refs([s for s in series.shifts if s.key in keys], x)
         if keys == ("error_rate",):
             refs.append(("y", 1.0, "all failed"))  # the axis spans 0 to 1 even when nothing failed
         charts.append(svg.render(svg.Chart(f"{title} · {series.label}", x_label, y_label, lines, refs=refs)))
     numbers = _numbers(trends, series)
-    about = (f"Per run: {', '.join(k.label for k in KEYS)}. Red dots: runs outside their band; dashed "
-             "lines: change points (the first run after the change).")  # fmt: skip
+    about = (
+        f"Per run: {', '.join(k.label for k in KEYS)}. Red dots: runs outside their band; dashed "
+        "lines: change points (the first run after the change)."
+    )
     body = f'<div class="figure">{"".join(charts)}<div class="numbers">{numbers}</div></div>'
     return page.section(f"s{i}", series.label, body, about)
 
@@ -222,10 +259,22 @@ def _numbers(trends: Trends, series: Series) -> str:
 def _runs(runs: Sequence[Run], db: Path) -> str:
     """Folders as seen from the database's folder, where the history and its runs move together."""
     base = db.absolute().parent
-    rows = [(f"#{r.number}", r.run_id, when(r.started_s), f"{r.finished_s - r.started_s:.1f} s",
-             "-" if r.folder is None else os.path.relpath(r.folder, base), r.error or "")
-            for r in runs]  # fmt: skip
+    rows = [
+        (
+            f"#{r.number}",
+            r.run_id,
+            when(r.started_s),
+            f"{r.finished_s - r.started_s:.1f} s",
+            "-" if r.folder is None else os.path.relpath(r.folder, base),
+            r.error or "",
+        )
+        for r in runs
+    ]
     headers = ("#", "run", "started (UTC)", "took", "files", "error")
-    return page.section("runs", "Runs", page.table(headers, rows),
-                        "Each run's records.jsonl and summary.json are in its folder: lossless report, "
-                        "lossless compare and lossless advise read them.")  # fmt: skip
+    return page.section(
+        "runs",
+        "Runs",
+        page.table(headers, rows),
+        "Each run's records.jsonl and summary.json are in its folder: lossless report, "
+        "lossless compare and lossless advise read them.",
+    )

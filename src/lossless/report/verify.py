@@ -117,8 +117,16 @@ def verify_section(v: dict[str, Any]) -> str:
     rows, bars = [], []
     for t in v.get("tests", []):
         aa, ab = t["aa"], t["ab"]
-        rows.append((t["name"], f"{t['aa_holm_p']:.3g}", f"{t['ab_holm_p']:.3g}", f"{ab['effect']:+.4g}",
-                     f"{aa['effect']:+.4g}", t["effect_meaning"]))  # fmt: skip
+        rows.append(
+            (
+                t["name"],
+                f"{t['aa_holm_p']:.3g}",
+                f"{t['ab_holm_p']:.3g}",
+                f"{ab['effect']:+.4g}",
+                f"{aa['effect']:+.4g}",
+                t["effect_meaning"],
+            )
+        )
         for arm, found, p in (("A/A", aa, t["aa_holm_p"]), ("A/B", ab, t["ab_holm_p"])):
             if found.get("threshold"):
                 tip = f"{t['name']} {arm}: statistic {found['statistic']:.4g}, p (Holm) {p:.3g}"

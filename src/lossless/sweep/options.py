@@ -43,8 +43,10 @@ class SweepOptions:
         if not 1 <= len(self.configs) <= MAX_CONFIGS or len(set(self.configs)) < len(self.configs):
             raise UsageError(f"--config: 1 to {MAX_CONFIGS} configurations, each once")
         if b.find_capacity is not None or b.take_turns or b.resume or b.endpoints_file:
-            raise UsageError("sweep runs bench at each configuration: not with --find-capacity, "
-                             "--take-turns, --resume or --endpoints")  # fmt: skip
+            raise UsageError(
+                "sweep runs bench at each configuration: not with --find-capacity, "
+                "--take-turns, --resume or --endpoints"
+            )
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -31,9 +31,13 @@ class ConfigRun:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "flags": self.flags, "error": self.error,
-                "stopped": None if self.summary is None else self.summary.stopped,
-                "summary": None if self.summary is None else self.summary.as_dict()}  # fmt: skip
+        return {
+            "name": self.name,
+            "flags": self.flags,
+            "error": self.error,
+            "stopped": None if self.summary is None else self.summary.stopped,
+            "summary": None if self.summary is None else self.summary.as_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,11 @@ class SweepResult:
     def as_dict(self) -> dict[str, Any]:
         speed, ttft = self.fronts()
         pick = lambda ps: [{"config": p.config, "load": p.load} for p in ps]  # noqa: E731
-        return {"kind": self.kind, "configs": [c.as_dict() for c in self.configs],
-                "pareto": {"speed_vs_throughput": pick(speed), "ttft_vs_throughput": pick(ttft)}}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "configs": [c.as_dict() for c in self.configs],
+            "pareto": {"speed_vs_throughput": pick(speed), "ttft_vs_throughput": pick(ttft)},
+        }
 
 
 def run(options: SweepOptions) -> SweepResult:
@@ -89,6 +96,12 @@ def _one(options: SweepOptions, name: str, flags: str) -> ConfigRun:
 
 def _bench(options: SweepOptions, url: str, folder: Path) -> tuple[Summary, list[RequestRecord]]:
     """bench at one configuration; its records.jsonl is written as they finish, the rest by report."""
-    b = replace(options.bench, urls=(url,), until_saturated=not options.all_loads, out_dir=folder,
-                html=None, as_json=False)  # fmt: skip
+    b = replace(
+        options.bench,
+        urls=(url,),
+        until_saturated=not options.all_loads,
+        out_dir=folder,
+        html=None,
+        as_json=False,
+    )
     return bench(b)

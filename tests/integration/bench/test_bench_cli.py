@@ -187,7 +187,8 @@ def test_lengths_suite_is_broken_down_by_class(server: ScriptedServer, tmp_path:
 def test_tool_calls_stay_uncounted_and_usage_is_kept(server: ScriptedServer) -> None:
     import asyncio
 
-    from lossless.bench.loop import BenchConfig, run_bench
+    from lossless.bench.config import BenchConfig
+    from lossless.bench.loop import run_bench
     from lossless.client.call import CallOptions
     from lossless.client.endpoints import Endpoint
     from lossless.provision.counting import count_n_out

@@ -61,8 +61,20 @@ def test_warmup_and_cooldown_by_count_are_kept_marked_and_left_out(
 
 def test_windows_in_seconds_follow_the_schedule(server: ScriptedServer, tmp_path: Path) -> None:
     server.script(STEPS)
-    _bench(server, tmp_path, "--rate", "20", "--burstiness", "50", "--duration", "1", "--warmup", "0.5s",
-           "--cooldown", "0.5s")  # fmt: skip
+    _bench(
+        server,
+        tmp_path,
+        "--rate",
+        "20",
+        "--burstiness",
+        "50",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.5s",
+        "--cooldown",
+        "0.5s",
+    )
     records = sorted(_records(tmp_path), key=lambda r: r.scheduled_ns)
     # the level's clock starts one gap (~50 ms: nearly regular arrivals) before the first arrival
     t0 = records[0].scheduled_ns - 50_000_000
@@ -98,8 +110,9 @@ def test_an_open_loop_ramps_its_rate(server: ScriptedServer, tmp_path: Path) -> 
 
 def test_max_concurrency_queues_in_the_client_and_says_so(server: ScriptedServer, tmp_path: Path) -> None:
     server.script({"steps": [[0.05, "content", 1]] * 2})
-    summary = _bench(server, tmp_path, "--rate", "40", "--burstiness", "50", "--requests", "10",
-                     "--max-concurrency", "1")  # fmt: skip
+    summary = _bench(
+        server, tmp_path, "--rate", "40", "--burstiness", "50", "--requests", "10", "--max-concurrency", "1"
+    )
     records = sorted(_records(tmp_path), key=lambda r: r.sent_ns)
     for a, b in itertools.pairwise(records):
         assert b.sent_ns >= (a.end_ns or 0)  # one in flight at a time
@@ -112,8 +125,17 @@ def test_a_sweep_stops_at_the_first_load_the_server_cannot_keep_up_with(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
     server.script({"capacity": 20.0, "steps": [[0.0, "content", 1]]})
-    summary = _bench(server, tmp_path, "--rate", "5,10,40,80", "--burstiness", "20", "--requests", "40",
-                     "--until-saturated")  # fmt: skip
+    summary = _bench(
+        server,
+        tmp_path,
+        "--rate",
+        "5,10,40,80",
+        "--burstiness",
+        "20",
+        "--requests",
+        "40",
+        "--until-saturated",
+    )
     loads = [e["load"] for e in summary["endpoints"]]
     assert loads == ["rate=5,b=20", "rate=10,b=20", "rate=40,b=20"]  # 80 never sent
     verdicts = [e["saturation"]["saturated"] for e in summary["endpoints"]]

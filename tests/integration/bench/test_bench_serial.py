@@ -8,7 +8,8 @@ import itertools
 
 from scripted_server import ScriptedServer
 
-from lossless.bench.loop import BenchConfig, LoadLevel, run_bench
+from lossless.bench.config import BenchConfig, LoadLevel
+from lossless.bench.loop import run_bench
 from lossless.bench.phases import Window
 from lossless.client.call import CallOptions
 from lossless.client.endpoints import Endpoint

@@ -13,7 +13,8 @@ import pytest
 from scripted_server import ScriptedServer, StallSentinel, cpu_stall_us
 
 from lossless.analyze import summarize, timing
-from lossless.bench.loop import BenchConfig, LoadLevel, run_bench
+from lossless.bench.config import BenchConfig, LoadLevel
+from lossless.bench.loop import run_bench
 from lossless.client.call import CallOptions
 from lossless.client.endpoints import Endpoint
 from lossless.records import RequestRecord

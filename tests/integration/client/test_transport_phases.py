@@ -36,10 +36,27 @@ def tls_proxy(server: ScriptedServer, tmp_path: Path) -> Iterator[tuple[int, Pat
     """(port, CA file): https://localhost:PORT/v1 is the scripted server behind TLS."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     loop = asyncio.new_event_loop()
@@ -76,8 +93,19 @@ def test_new_connections_are_timed_phase_by_phase(
     server.script({"steps": [[0.005, "content", 1]] * 3})
     port, ca = tls_proxy
     monkeypatch.setenv("SSL_CERT_FILE", str(ca))
-    args = ["bench", f"https://localhost:{port}/v1", "--model", "m", "--concurrency", "2", "--requests", "10",
-            "--out", str(tmp_path / "run"), "--json"]  # fmt: skip
+    args = [
+        "bench",
+        f"https://localhost:{port}/v1",
+        "--model",
+        "m",
+        "--concurrency",
+        "2",
+        "--requests",
+        "10",
+        "--out",
+        str(tmp_path / "run"),
+        "--json",
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     records = list(read_jsonl(tmp_path / "run" / "records.jsonl"))

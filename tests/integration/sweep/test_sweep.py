@@ -56,9 +56,23 @@ def test_a_server_that_does_not_start_is_kept_with_its_reason(tmp_path: Path) ->
 
 def test_a_configuration_is_a_list_of_flags() -> None:
     assert argv(None, "--speculative ngram --dtype bfloat16", 8123)[-6:] == [
-        "--port", "8123", "--speculative", "ngram", "--dtype", "bfloat16"]  # fmt: skip
+        "--port",
+        "8123",
+        "--speculative",
+        "ngram",
+        "--dtype",
+        "bfloat16",
+    ]
     assert argv("srv -m 'my model.gguf' --port {port} {flags} -v", "-np 4", 9) == [
-        "srv", "-m", "my model.gguf", "--port", "9", "-np", "4", "-v"]  # fmt: skip
+        "srv",
+        "-m",
+        "my model.gguf",
+        "--port",
+        "9",
+        "-np",
+        "4",
+        "-v",
+    ]
     assert argv("srv --port {port}", "-np 4", 9) == ["srv", "--port", "9", "-np", "4"]
 
 
@@ -82,10 +96,24 @@ def test_the_embedded_engine_three_configurations_seven_loads(tmp_path: Path, sm
     """Each configuration started as lossless serve starts it and swept over seven loads, from 1 to 64
     requests a second: a CPU engine cannot serve 64 of them a second (8 tokens each is 512 tokens/s), so
     every configuration stops where its own capacity lies, whatever the machine."""
-    configs = ["--speculative none --compile off", "--speculative ngram --compile off",
-               "--dtype float32 --speculative none --compile off"]  # fmt: skip
-    args = ["sweep", *(f"--config={c}" for c in configs), "--rate", "1,2,4,8,16,32,64", "--requests", "8",
-            "--max-tokens", "8", "--out", str(tmp_path), "--json"]  # fmt: skip
+    configs = [
+        "--speculative none --compile off",
+        "--speculative ngram --compile off",
+        "--dtype float32 --speculative none --compile off",
+    ]
+    args = [
+        "sweep",
+        *(f"--config={c}" for c in configs),
+        "--rate",
+        "1,2,4,8,16,32,64",
+        "--requests",
+        "8",
+        "--max-tokens",
+        "8",
+        "--out",
+        str(tmp_path),
+        "--json",
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lossless.analyze import Summary, describe, parse_slo, server_times, spec_stats, summarize, timing
-from lossless.analyze.summary import Speculative
+from lossless.analyze.server_side import Speculative
 from lossless.client.call import CallOptions, Job, call
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Connection

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 
-from lossless.analyze.server_side import metrics_moved
-from lossless.analyze.summary import ServerMetrics
+from lossless.analyze.server_side import ServerMetrics, metrics_moved
 from lossless.client.prometheus import parse_all
 
 BEFORE = """# HELP vllm:prompt_tokens Prefill tokens.

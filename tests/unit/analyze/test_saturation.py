@@ -25,9 +25,19 @@ def _open_loop(n: int, rate: float, service_s: float, seed: int = 0) -> list[Req
         free = start + service_s
         first = int((start + service_s * 0.5) * 1e9)
         at = int(t * 1e9)
-        out.append(make(request_index=i, load=f"rate={rate:g}", scheduled_ns=at, sent_ns=at,
-                        event_ns=(first, int(free * 1e9)), event_kinds="cc", event_tokens=(-1, -1),
-                        end_ns=int(free * 1e9), n_out=2))  # fmt: skip
+        out.append(
+            make(
+                request_index=i,
+                load=f"rate={rate:g}",
+                scheduled_ns=at,
+                sent_ns=at,
+                event_ns=(first, int(free * 1e9)),
+                event_kinds="cc",
+                event_tokens=(-1, -1),
+                end_ns=int(free * 1e9),
+                n_out=2,
+            )
+        )
     return out
 
 
@@ -43,11 +53,18 @@ def test_an_open_loop_past_capacity_is_saturated_and_below_it_is_not() -> None:
 def test_a_shortfall_alone_is_saturation() -> None:
     # completions at half the arrival rate, the wait flat (no trend): fewer served than offered
     records = [
-        make(request_index=i, load="rate=20", scheduled_ns=i * 50 * MS, sent_ns=i * 50 * MS,
-             event_ns=(i * 50 * MS + 5 * MS, i * 100 * MS + 9 * MS), event_kinds="cc", event_tokens=(-1, -1),
-             end_ns=i * 100 * MS + 10 * MS)
+        make(
+            request_index=i,
+            load="rate=20",
+            scheduled_ns=i * 50 * MS,
+            sent_ns=i * 50 * MS,
+            event_ns=(i * 50 * MS + 5 * MS, i * 100 * MS + 9 * MS),
+            event_kinds="cc",
+            event_tokens=(-1, -1),
+            end_ns=i * 100 * MS + 10 * MS,
+        )
         for i in range(30)
-    ]  # fmt: skip
+    ]
     verdict = judge(records)
     assert verdict is not None and verdict.saturated and "requests/s offered were served" in verdict.reason
     assert verdict.achieved_rps == pytest.approx(10, rel=0.05) and verdict.offered_rps == pytest.approx(20)
@@ -59,8 +76,18 @@ def _closed(c: int, e2e_ms: float, n: int = 30, seed: int = 0) -> list[RequestRe
     for i, e in enumerate(rng.normal(e2e_ms, e2e_ms * 0.05, n)):
         sent = i * 10 * MS
         end = sent + int(e * MS)
-        out.append(make(request_index=i, load=f"c={c}", scheduled_ns=sent, sent_ns=sent,
-                        event_ns=(sent + MS,), event_kinds="c", event_tokens=(-1,), end_ns=end))  # fmt: skip
+        out.append(
+            make(
+                request_index=i,
+                load=f"c={c}",
+                scheduled_ns=sent,
+                sent_ns=sent,
+                event_ns=(sent + MS,),
+                event_kinds="c",
+                event_tokens=(-1,),
+                end_ns=end,
+            )
+        )
     return out
 
 

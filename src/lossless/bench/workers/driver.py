@@ -13,7 +13,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lossless.bench.loop import BenchConfig, LoadLevel, OnRecord, RunResult
+from lossless.bench.config import BenchConfig, LoadLevel, RunResult
+from lossless.bench.loop import OnRecord
 from lossless.bench.runtime import scrape_once
 from lossless.bench.workers import transport
 from lossless.bench.workers.transport import Pool
@@ -99,9 +100,14 @@ class _Signals:
 
 class _Driver:
     def __init__(
-        self, config: BenchConfig, pool: Pool, result: RunResult, writer: JsonlWriter | None,
-        on_record: OnRecord | None, signals: _Signals,
-    ) -> None:  # fmt: skip
+        self,
+        config: BenchConfig,
+        pool: Pool,
+        result: RunResult,
+        writer: JsonlWriter | None,
+        on_record: OnRecord | None,
+        signals: _Signals,
+    ) -> None:
         self.config, self.pool, self.result, self.writer, self.on_record = (
             config,
             pool,
@@ -154,11 +160,20 @@ class _Driver:
         live = self.live()
         lead_ns = 200_000_000 + 4 * max(w.offset_err_ns for w in live)
         start_ns = time.time_ns() + lead_ns
-        env = {e.api_key_env: os.environ[e.api_key_env] for e in self.config.endpoints
-               if e.api_key_env and e.api_key_env in os.environ}  # fmt: skip
+        env = {
+            e.api_key_env: os.environ[e.api_key_env]
+            for e in self.config.endpoints
+            if e.api_key_env and e.api_key_env in os.environ
+        }
         for rank, w in enumerate(live):
-            share = replace(self.config, loads=(level,), worker=rank, workers=len(live), records_path=None,
-                            scrape_metrics=False)  # fmt: skip
+            share = replace(
+                self.config,
+                loads=(level,),
+                worker=rank,
+                workers=len(live),
+                records_path=None,
+                scrape_metrics=False,
+            )
             w.done = False
             self.pool.workers[w.index].inbox.put(("level", (share, start_ns - w.offset_ns, env)))
         while not all(w.done or w.dead for w in live):

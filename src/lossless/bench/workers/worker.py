@@ -17,7 +17,8 @@ import time
 from dataclasses import replace
 from typing import Any, Protocol
 
-from lossless.bench.loop import HOST, BenchConfig, RunResult, run_bench
+from lossless.bench.config import BenchConfig, RunResult
+from lossless.bench.loop import HOST, run_bench
 from lossless.bench.runtime import loop_factory
 
 _STOP = object()

@@ -136,8 +136,10 @@ def _prefix_spec(suite: str) -> tuple[int, int]:
 def _prefixed(tokens: int, pool: int, rng: random.Random) -> Iterator[Prompt]:
     # each prefix opens with its own id, so prefixes share no first tokens with each other
     words = int(tokens / 1.3)
-    prefixes = [f"Document {k} ({rng.getrandbits(64):016x}). " + " ".join(rng.choices(WORDS, k=words))
-                for k in range(pool)]  # fmt: skip
+    prefixes = [
+        f"Document {k} ({rng.getrandbits(64):016x}). " + " ".join(rng.choices(WORDS, k=words))
+        for k in range(pool)
+    ]
     for i in range(1_000_000_000):
         question = f"Question {i} ({rng.getrandbits(32):08x}): summarise the document above in one sentence."
         cls = "prefix-first" if i < pool else "prefix-repeat"

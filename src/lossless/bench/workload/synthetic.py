@@ -37,8 +37,11 @@ class Lengths:
     def draw(self, i: int, rng: random.Random) -> int:
         if self.kind in PRESETS:
             return PRESETS[self.kind][i % len(PRESETS[self.kind])]
-        value = {"fixed": lambda: self.a, "normal": lambda: rng.gauss(self.a, self.b),
-                 "uniform": lambda: rng.uniform(self.a, self.b)}[self.kind]()  # fmt: skip
+        value = {
+            "fixed": lambda: self.a,
+            "normal": lambda: rng.gauss(self.a, self.b),
+            "uniform": lambda: rng.uniform(self.a, self.b),
+        }[self.kind]()
         return max(1, min(MOST, round(value)))
 
 
@@ -84,8 +87,15 @@ def synthetic_prompts(spec: Synthetic, rng: random.Random) -> Iterator[Prompt]:
         text = exact_text(content, f"Request {i} ({rng.getrandbits(32):08x}).", rng, encode, decode)
         out = spec.output.draw(i, rng) if spec.output is not None else None
         cls = f"in-{_short(asked)}" if spec.input.kind in PRESETS else "synthetic"
-        yield Prompt(f"tok-{i}", cls, (("user", text),), max_tokens=out, input_tokens=asked,
-                     output_tokens=out, force_output=spec.force_output and out is not None)  # fmt: skip
+        yield Prompt(
+            f"tok-{i}",
+            cls,
+            (("user", text),),
+            max_tokens=out,
+            input_tokens=asked,
+            output_tokens=out,
+            force_output=spec.force_output and out is not None,
+        )
 
 
 def exact_text(

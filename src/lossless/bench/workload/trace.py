@@ -83,9 +83,15 @@ def load_trace(
     for i, r in enumerate(requests):
         content = max(1, r.input_length - overhead)
         text = texts.text(r.hash_ids, content, i, rng)
-        prompt = Prompt(f"trace-{i}", "trace", (("user", text),), max_tokens=r.output_length,
-                        input_tokens=overhead + content if encoder else None,
-                        output_tokens=r.output_length, force_output=force_output)  # fmt: skip
+        prompt = Prompt(
+            f"trace-{i}",
+            "trace",
+            (("user", text),),
+            max_tokens=r.output_length,
+            input_tokens=overhead + content if encoder else None,
+            output_tokens=r.output_length,
+            force_output=force_output,
+        )
         out.append(((r.timestamp - first) / 1000 / speed, prompt))
     return out
 
@@ -135,8 +141,10 @@ def _request(row: Any, where: str, block_tokens: int) -> _Request:
         raise UsageError(f"{where}: 'hash_ids' must be a list of integers, got {ids!r:.60}")
     blocks = math.ceil(lengths[0] / block_tokens)
     if len(ids) > blocks:
-        raise UsageError(f"{where}: {len(ids)} hash ids, but {lengths[0]} input tokens fill only "
-                         f"{blocks} blocks of {block_tokens}")  # fmt: skip
+        raise UsageError(
+            f"{where}: {len(ids)} hash ids, but {lengths[0]} input tokens fill only "
+            f"{blocks} blocks of {block_tokens}"
+        )
     return _Request(float(stamp), lengths[0], lengths[1], tuple(ids))
 
 

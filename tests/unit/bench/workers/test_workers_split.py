@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 from sample_records import make
 
 from lossless.analyze.clients import saturation_warnings
-from lossless.bench.loop import BenchConfig
+from lossless.bench.config import BenchConfig
 from lossless.client.call import CallOptions
 from lossless.records import ClientLoad, on_one_timeline
 
