@@ -19,18 +19,12 @@ SHARED: dict[str, frozenset[str]] = {
     "run": frozenset(  # a command folder's run.py: its options -> its result
         {
             *("advise/run.py", "bench/run.py", "demo/run.py", "inspect/run.py", "probe/run.py"),
-            *("tasks/run.py", "verify/run.py", "watch/run.py"),
-            "bench/workers/driver.py",  # left for the verify/bench owners: the driver's run is no command's
+            *("sweep/run.py", "tasks/run.py", "verify/run.py", "watch/run.py"),
         }
     ),
     "main": frozenset({"cli/__init__.py", "server/precompile.py", "tasks/sandbox_boot.py"}),  # a process
-    "serve": frozenset(  # the lossless serve command, and the server it runs
-        {
-            "cli/serving.py",
-            "server/main.py",
-            "bench/workers/worker.py",  # left for the verify/bench owners: a worker process's loop
-        }
-    ),
+    # the lossless serve command, and the server it runs
+    "serve": frozenset({"cli/serving.py", "server/main.py"}),
     "verify": frozenset({"cli/measure.py", "verify/run.py"}),  # the lossless verify command, and its work
     # a translated API's module: its request parsed (as the chat API's is), its body, its stream's events
     "parse": frozenset(
@@ -51,13 +45,7 @@ SHARED: dict[str, frozenset[str]] = {
     "judge": frozenset(
         {"inspect/identity.py", "inspect/precision.py", "inspect/speculation.py", "verify/judge.py"}
     ),
-    "measure": frozenset(
-        {
-            "inspect/context.py",
-            "inspect/identity.py",
-            "bench/run.py",  # left for the verify/bench owners: a bench plan run, no claim measured
-        }
-    ),
+    "measure": frozenset({"inspect/context.py", "inspect/identity.py"}),
     "to_json": frozenset(
         {"records.py", "rundir.py", "report/compare.py", "report/trend.py"}
     ),  # its JSON text
@@ -65,7 +53,7 @@ SHARED: dict[str, frozenset[str]] = {
     "emit": frozenset(
         {
             *("report/advise.py", "report/bench.py", "report/compare.py", "report/inspect.py"),
-            *("report/probe.py", "report/tasks.py", "report/verify.py"),
+            *("report/probe.py", "report/sweep.py", "report/tasks.py", "report/verify.py"),
         }
     ),
     "render": frozenset(
@@ -75,14 +63,17 @@ SHARED: dict[str, frozenset[str]] = {
         }
     ),
     "render_html": frozenset(
-        {"report/advise.py", "report/compare.py", "report/tasks.py", "report/trend.py", "report/verify.py"}
+        {
+            *("report/advise.py", "report/compare.py", "report/sweep.py", "report/tasks.py"),
+            *("report/trend.py", "report/verify.py"),
+        }
     ),
-    "render_terminal": frozenset({"report/advise.py", "report/compare.py", "report/trend.py"}),
-    # two ideas under one name, in files this change could not edit
-    "describe": frozenset({"analyze/distribution.py", "bench/token_exact.py"}),  # left for the bench owners
-    "served_by": frozenset({"analyze/server_side.py", "report/notes.py"}),  # left for the verify/bench owners
-    "write": frozenset({"report/html.py", "rundir.py"}),  # left for the verify/bench owners
-    "Series": frozenset({"report/svg.py", "watch/trends.py"}),  # left for the verify/bench owners
+    "render_terminal": frozenset(
+        {"report/advise.py", "report/compare.py", "report/sweep.py", "report/trend.py"}
+    ),
+    # seconds before a request is sent again: the server's Retry-After, else a doubling wait with jitter;
+    # bench's per attempt of a record, tasks' per turn of an agent, each room with its own bounds
+    "backoff": frozenset({"bench/runtime.py", "tasks/runner.py"}),
 }
 
 

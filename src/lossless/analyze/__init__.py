@@ -5,7 +5,7 @@ metrics.py       ``METRICS``: the one table of metrics: names, units, digits, wh
 distribution.py  ``describe()``: values -> ``Distribution`` (percentiles, bootstrap CIs)
 server_side.py   ``server_times()``, ``spec_stats()``: the server's own word (headers, draft counters, who)
 clients.py       ``saturation_warnings()``: was the load generator itself the bottleneck?
-saturation.py    ``judge()``: can the server keep up with a load level? (tested: a growing wait, a shortfall)
+saturation.py    ``judge_saturation()``: can the server keep up with a load level? (tested, three ways)
 repeats.py       ``repeats()``, ``ratio_over_runs()``: bench --repeat: each statistic's between-run CI
 probes.py        ``probe_stats()``: probe requests beside a load against the same on the idle server
 pareto.py        ``front()``: the sweep's points no other beats on throughput and per-user figure both

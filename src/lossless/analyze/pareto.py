@@ -13,17 +13,17 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Point:
+class OperatingPoint:
     config: str
     load: str
     throughput: float  # output tokens/s over the measured window
     per_user: float  # per-request output speed p50 (tokens/s), or TTFT p50 (ms)
 
 
-def front(points: Sequence[Point], higher_is_better: bool = True) -> list[Point]:
+def front(points: Sequence[OperatingPoint], higher_is_better: bool = True) -> list[OperatingPoint]:
     """The points on the front, by throughput."""
 
-    def better_or_equal(a: Point, b: Point) -> bool:
+    def better_or_equal(a: OperatingPoint, b: OperatingPoint) -> bool:
         user = a.per_user >= b.per_user if higher_is_better else a.per_user <= b.per_user
         return a.throughput >= b.throughput and user
 

@@ -21,7 +21,7 @@ from lossless.records import RequestRecord
 
 
 @dataclass(frozen=True)
-class Delta:
+class LoadedVsIdle:
     """Loaded against idle at the median: the ratio and the difference, each with a bootstrap 95% CI."""
 
     ratio: float
@@ -38,7 +38,7 @@ class Delta:
         }
 
     @classmethod
-    def from_dict(cls, d: object) -> Delta:
+    def from_dict(cls, d: object) -> LoadedVsIdle:
         d = _obj(d)
         return cls(
             _num(d["ratio"], "ratio"),
@@ -55,8 +55,8 @@ class ProbeStats:
     speed: Distribution  # output tokens/s after the first
     idle_ttft_ms: Distribution  # the same probe on the idle server
     idle_speed: Distribution
-    ttft: Delta | None  # loaded against idle; None without two answered probes on each side
-    output_speed: Delta | None
+    ttft: LoadedVsIdle | None  # loaded against idle; None without two answered probes on each side
+    output_speed: LoadedVsIdle | None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sent": self.sent}
@@ -72,7 +72,9 @@ class ProbeStats:
         t, s, it, is_ = (
             Distribution.from_dict(d[k]) for k in ("ttft_ms", "speed", "idle_ttft_ms", "idle_speed")
         )
-        ttft, speed = (None if d.get(k) is None else Delta.from_dict(d[k]) for k in ("ttft", "output_speed"))
+        ttft, speed = (
+            None if d.get(k) is None else LoadedVsIdle.from_dict(d[k]) for k in ("ttft", "output_speed")
+        )
         return cls(_int(d["sent"], "sent"), t, s, it, is_, ttft, speed)
 
     @property
@@ -90,7 +92,7 @@ class ProbeStats:
         return out + f"; {self.ttft_ms.n} probes against {self.idle_ttft_ms.n} idle"
 
 
-def _delta(idle: list[float], loaded: list[float], seed: int) -> Delta | None:
+def _loaded_vs_idle(idle: list[float], loaded: list[float], seed: int) -> LoadedVsIdle | None:
     a, b = np.asarray(idle, dtype=float), np.asarray(loaded, dtype=float)
     if a.size < 2 or b.size < 2 or float(np.median(a)) == 0:
         return None
@@ -99,7 +101,7 @@ def _delta(idle: list[float], loaded: list[float], seed: int) -> Delta | None:
     ratios, diffs = boot_b / np.maximum(boot_a, 1e-12), boot_b - boot_a
     pa, pb = float(np.median(a)), float(np.median(b))
     ci = lambda x: (float(np.percentile(x, 2.5)), float(np.percentile(x, 97.5)))  # noqa: E731
-    return Delta(pb / pa, ci(ratios), pb - pa, ci(diffs))
+    return LoadedVsIdle(pb / pa, ci(ratios), pb - pa, ci(diffs))
 
 
 def probe_stats(
@@ -127,6 +129,6 @@ def probe_stats(
         describe(speed, seed),
         describe(idle_ttft, seed),
         describe(idle_speed, seed),
-        _delta(idle_ttft, ttft, seed),
-        _delta(idle_speed, speed, seed),
+        _loaded_vs_idle(idle_ttft, ttft, seed),
+        _loaded_vs_idle(idle_speed, speed, seed),
     )

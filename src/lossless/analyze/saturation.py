@@ -122,7 +122,7 @@ def gain(
     return ratio * float(e_prev.mean() / e_now.mean()), float(np.percentile(boot, 97.5))
 
 
-def judge(
+def judge_saturation(
     records: Sequence[RequestRecord],
     previous: Sequence[RequestRecord] = (),
     concurrency: tuple[int, int] = (0, 0),

@@ -18,7 +18,7 @@ from lossless.analyze.metrics import METRICS
 from lossless.analyze.probes import probe_stats
 from lossless.analyze.ratios import compare_classes, comparisons
 from lossless.analyze.repeats import by_run, repeats
-from lossless.analyze.saturation import Saturation, judge
+from lossless.analyze.saturation import Saturation, judge_saturation
 from lossless.analyze.server_side import metrics_moved, served_by, server_times, spec_stats, tally
 from lossless.analyze.summary import (
     CacheStats,
@@ -107,8 +107,8 @@ def _saturation(
     before = levels[: levels.index(load)]
     c, c_prev = _concurrency(load), _concurrency(before[-1]) if before else None
     if c is not None and c_prev is not None and c > c_prev:
-        return judge(groups[(name, load)], groups[(name, before[-1])], (c_prev, c))
-    return judge(groups[(name, load)])
+        return judge_saturation(groups[(name, load)], groups[(name, before[-1])], (c_prev, c))
+    return judge_saturation(groups[(name, load)])
 
 
 def _concurrency(load: str) -> int | None:

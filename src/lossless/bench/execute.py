@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lossless.analyze.saturation import judge
+from lossless.analyze.saturation import judge_saturation
 from lossless.analyze.summarize import attainment
 from lossless.analyze.summary import Capacity
 from lossless.bench.capacity import search
@@ -50,7 +50,7 @@ def execute(bench_plan: BenchPlan, config: BenchConfig, on_record: OnRecord | No
     if (bench_plan.workers or 1) > 1 or bench_plan.ray is not None:
         from lossless.bench.workers import driver
 
-        return driver.run(config, bench_plan.workers, bench_plan.ray, on_record)
+        return driver.run_on_workers(config, bench_plan.workers, bench_plan.ray, on_record)
     with asyncio.Runner(loop_factory=loop_factory()[1]) as runner:
         return runner.run(stoppable(config, on_record))
 
@@ -66,7 +66,7 @@ def search_capacity(bench_plan: BenchPlan, on_record: OnRecord | None) -> tuple[
     def probe(load: float) -> float | None:
         level = replace(first, rate=load) if kind == "rate" else LoadLevel(concurrency=int(load))
         found = execute(bench_plan, replace(config, loads=(level,)), on_record)
-        if merge(merged, found).interrupted:
+        if accumulate(merged, found).interrupted:
             return None
         final = [r for r in found.records if r.measured]
         return attainment(final, bench_plan.slo).get("all", 0.0)
@@ -102,7 +102,8 @@ async def stoppable(config: BenchConfig, on_record: OnRecord | None) -> RunResul
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-def merge(into: RunResult, found: RunResult) -> RunResult:
+def accumulate(into: RunResult, found: RunResult) -> RunResult:
+    """``found`` added to ``into`` (records, counters, load processes, notes), which is returned."""
     into.records += found.records
     into.spec |= found.spec
     into.clients += found.clients
@@ -124,7 +125,7 @@ def repeated(bench_plan: BenchPlan, on_record: OnRecord | None) -> tuple[RunResu
             config = replace(config, loads=config.loads[: config.loads.index(last) + 1])
         else:
             found = execute(bench_plan, run, on_record)
-        merge(merged, found)
+        accumulate(merged, found)
         if found.interrupted:
             break
     return merged, stopped
@@ -140,7 +141,7 @@ def until_saturated(
     for n, level in enumerate(config.loads):
         probe_idle = config.probe_idle if n == 0 else 0
         found = execute(bench_plan, replace(config, loads=(level,), probe_idle=probe_idle), on_record)
-        merge(merged, found)
+        accumulate(merged, found)
         if found.interrupted:
             return merged, None, level
         verdicts = [_verdict(merged, e.name, config.loads[: n + 1]) for e in config.endpoints]
@@ -153,12 +154,12 @@ def until_saturated(
 
 
 def _verdict(result: RunResult, name: str, loads: tuple[LoadLevel, ...]) -> Any:
-    """``analyze.saturation.judge`` of endpoint ``name``'s last load, as the summary will judge it."""
+    """``judge_saturation`` (``analyze.saturation``) of endpoint ``name``'s last load, as the summary will."""
     mine = [r for r in result.records if r.endpoint == name]
     last, before = loads[-1], loads[-2] if len(loads) > 1 else None
     now = [r for r in mine if r.load == last.label]
     c, c_prev = last.concurrency, None if before is None else before.concurrency
     if c is not None and c_prev is not None and c > c_prev and before is not None:
         previous = [r for r in mine if r.load == before.label]
-        return judge(now, previous, (c_prev, c))
-    return judge(now)
+        return judge_saturation(now, previous, (c_prev, c))
+    return judge_saturation(now)

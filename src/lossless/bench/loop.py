@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from lossless.bench.config import BenchConfig, LoadLevel, RunResult
 from lossless.bench.phases import COOLDOWN, WARMUP, Phases, ramp_delay
-from lossless.bench.policies import Attempt, execute
+from lossless.bench.policies import Attempt, send_with_policy
 from lossless.bench.runtime import backoff, frozen_heap, scrape_apart
 from lossless.bench.workload.arrivals import gamma, poisson, ramped
 from lossless.bench.workload.conversation import Conversation, source
@@ -147,7 +147,7 @@ class _Run:
     async def attempts(self, job: Job) -> RequestRecord:
         """Send ``job`` (again after a retryable failure, or as --hedge-after, --failover say): a record."""
         if self.cfg.policy.active:
-            return await execute(self.cfg.policy, job, self.start, self.emit)
+            return await send_with_policy(self.cfg.policy, job, self.start, self.emit)
         for attempt in range(self.cfg.retries + 1):
             try:
                 record = await self.send(job, attempt)

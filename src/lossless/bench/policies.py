@@ -57,7 +57,7 @@ Start = Callable[[Job, int], Attempt]  # sends attempt k of a job
 Emit = Callable[[RequestRecord], None]
 
 
-async def execute(policy: Policy, job: Job, start: Start, emit: Emit) -> RequestRecord:
+async def send_with_policy(policy: Policy, job: Job, start: Start, emit: Emit) -> RequestRecord:
     """The request ``job`` under ``policy``; every attempt's record emitted; the outcome returned. On
     cancellation (the run's end) every attempt in flight is emitted as cancelled."""
     running: list[Attempt] = []

@@ -27,7 +27,7 @@ from lossless.bench.phases import Window
 from lossless.bench.policies import Policy
 from lossless.bench.resume import resume as resumed
 from lossless.bench.runtime import loop_factory
-from lossless.bench.token_exact import calibrate, describe, tokenizer_for
+from lossless.bench.token_exact import calibrate, synthetic_settings, tokenizer_for
 from lossless.bench.workload.conversation import source
 from lossless.bench.workload.synthetic import Synthetic
 from lossless.client import endpoints as ep
@@ -39,7 +39,7 @@ from lossless.provision.counting import fill_n_out, listed_models, load_token_co
 from lossless.records import RequestRecord
 from lossless.rundir import RECORDS, write_jsonl
 
-__all__ = ["BenchPlan", "CapacitySpec", "both_ways", "measure", "plan", "run"]
+__all__ = ["BenchPlan", "CapacitySpec", "both_ways", "plan", "run", "run_plan"]
 
 
 def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
@@ -56,7 +56,7 @@ def run(options: BenchOptions) -> tuple[Summary, list[RequestRecord]]:
         run = replace(bench_plan.run, endpoints=found)
         if options.stream_both:
             run = both_ways(run)
-        return measure(replace(bench_plan, run=run), resume=options.resume)
+        return run_plan(replace(bench_plan, run=run), resume=options.resume)
 
 
 def both_ways(run: BenchConfig) -> BenchConfig:
@@ -194,7 +194,7 @@ def _trace_requests(o: BenchOptions, lines: int) -> int:
     return o.requests or lines - unmeasured
 
 
-def measure(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[RequestRecord]]:
+def run_plan(bench_plan: BenchPlan, resume: bool = False) -> tuple[Summary, list[RequestRecord]]:
     """Run a plan made by ``plan`` (and adjusted by the caller: demo names its endpoints, runs serially);
     with ``resume``, the requests the killed run in records.jsonl did not finish."""
     config = bench_plan.run
@@ -324,7 +324,7 @@ def config_block(bench_plan: BenchPlan) -> dict[str, Any]:
         "retries": config.retries,
         "seed": config.seed,
         **bench_plan.settings,
-        **({"synthetic": describe(config.synthetic)} if config.synthetic else {}),
+        **({"synthetic": synthetic_settings(config.synthetic)} if config.synthetic else {}),
         **({"policy": config.policy.describe()} if config.policy.active else {}),
     }
 

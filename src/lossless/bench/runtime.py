@@ -67,7 +67,7 @@ def backoff(record: RequestRecord, attempt: int, rng: random.Random) -> float:
 # --- a server's /metrics, read between levels -------------------------------------------------------
 
 
-async def scrape(
+async def scrape_endpoints(
     sessions: dict[str, Session], endpoints: tuple[Endpoint, ...]
 ) -> dict[str, dict[str, float]]:
     found = {}
@@ -85,7 +85,7 @@ async def scrape_apart(cfg: BenchConfig) -> dict[str, dict[str, float]]:
         return {}
     sessions = {e.name: api_session(e, cfg.call.api, cfg.connect_timeout) for e in cfg.endpoints}
     try:
-        return await scrape(sessions, cfg.endpoints)
+        return await scrape_endpoints(sessions, cfg.endpoints)
     finally:
         for session in sessions.values():
             await session.aclose()

@@ -81,7 +81,7 @@ def calibrate(config: BenchConfig) -> tuple[BenchConfig, list[str]]:
     return replace(config, synthetic=replace(spec, overhead=overhead, force_output=force)), notes
 
 
-def describe(spec: Synthetic) -> dict[str, Any]:
+def synthetic_settings(spec: Synthetic) -> dict[str, Any]:
     """For summary.json's config block."""
     return {
         "input_tokens": spec.input.text if spec.input else None,

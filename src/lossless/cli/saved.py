@@ -56,7 +56,7 @@ def report(run_dirs: tuple[Path, ...], output: Path | None, out_dir: Path | None
     target = output or run_dir / REPORT
     validate.writable_file(target, "--html" if output else "the report")
     run, inspected = html.with_links(read_run(run_dir), run_dir, target.parent)
-    path = html.write(target, html.render_saved(run, run_dir, inspected))
+    path = html.write_page(target, html.render_saved(run, run_dir, inspected))
     for note in run.notes:
         click.echo(f"note: {note}", err=True)
     click.echo(str(path))  # stdout is data: where the report is
@@ -76,7 +76,7 @@ def _merge(run_dirs: list[Path], output: Path | None, out_dir: Path | None, over
         rundir.write_jsonl(tmp, merged.records)
     written = [out_dir / rundir.RECORDS, *rundir.write(merged.summary, out_dir)]
     terminal.render(merged.summary, people_console(stderr=True))  # stdout: where the report is
-    path = html.write(output or out_dir / REPORT, html.render_run(merged.summary, merged.records))
+    path = html.write_page(output or out_dir / REPORT, html.render_run(merged.summary, merged.records))
     wrote(written)
     click.echo(str(path))
 

@@ -61,7 +61,7 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
         summary = _bench(served.endpoints, options, console)
         verdict = _verify(served.endpoints, options, console)
     _step(console, 5, "the report")
-    report = html.write(options.out_dir / rundir.REPORT, html.build(options.out_dir))
+    report = html.write_page(options.out_dir / rundir.REPORT, html.build(options.out_dir))
     seconds = time.monotonic() - started
     return _result(summary, served.model, options.drafter, verdict, report.resolve(), seconds)
 
@@ -69,7 +69,7 @@ def run(options: DemoOptions, console: Console | None = None) -> DemoResult:
 def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
     from lossless.bench.options import BenchOptions
     from lossless.bench.phases import Window
-    from lossless.bench.run import measure, plan
+    from lossless.bench.run import plan, run_plan
     from lossless.report import terminal
 
     parts = SUITE.count("+") + 1
@@ -98,7 +98,7 @@ def _bench(pair: Pair, options: DemoOptions, console: Console) -> Summary:
     # each prompt class on its own too (by_class): copying prompts are where n-gram drafting pays, and a
     # p50 over all classes hides them
     schedule = replace(planned.run, endpoints=endpoints, serial=True)
-    summary, _ = measure(replace(planned, run=schedule, by_class=True))
+    summary, _ = run_plan(replace(planned, run=schedule, by_class=True))
     rundir.write(summary, options.out_dir)
     terminal.render(summary, console)
     return summary

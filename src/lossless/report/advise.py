@@ -211,12 +211,14 @@ def _hedge_charts(groups: Sequence[GroupAdvice]) -> str:
     for g in groups:
         hedges = [p for p in g.hedging if p.policy == "hedge"]
         label = g.endpoint
-        p99.append(svg.Series(label, _finite((p.delay_ms, p.p99.value) for p in hedges)))
+        p99.append(svg.ChartSeries(label, _finite((p.delay_ms, p.p99.value) for p in hedges)))
         for bound in ("lo", "hi"):  # the interval as two faint lines in the endpoint's colour
             pts = _finite((p.delay_ms, getattr(p.p99, bound)) for p in hedges)
-            p99.append(svg.Series(label, pts, opacity=0.3))
+            p99.append(svg.ChartSeries(label, pts, opacity=0.3))
         extra.append(
-            svg.Series(label, _finite((p.delay_ms, 100 * (p.attempts_per_request.value - 1)) for p in hedges))
+            svg.ChartSeries(
+                label, _finite((p.delay_ms, 100 * (p.attempts_per_request.value - 1)) for p in hedges)
+            )
         )
         if math.isfinite(g.hedging[0].p99.value):
             refs.append(("y", g.hedging[0].p99.value, f"{g.endpoint}: no hedge"))

@@ -66,7 +66,7 @@ def emit(result: Compared, console: Console, as_json: bool, page: Path | None) -
     if as_json:
         print(to_json(result), flush=True)
     if page is not None:
-        html.write(page, render_html(result))
+        html.write_page(page, render_html(result))
 
 
 def to_json(result: Compared) -> str:
@@ -110,7 +110,9 @@ def _overlay(records: tuple[Sequence[RequestRecord], Sequence[RequestRecord]], m
     series = []
     for run, recs in zip("AB", records, strict=True):
         for label, group in plots.groups(recs).items():
-            series.append(svg.Series(f"{run}: {label}", svg.cdf(m.values(map(timing, group))), kind="step"))
+            series.append(
+                svg.ChartSeries(f"{run}: {label}", svg.cdf(m.values(map(timing, group))), kind="step")
+            )
     return plots.cdf_chart(m, series)
 
 

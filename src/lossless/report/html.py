@@ -189,5 +189,6 @@ def build(run_dir: Path) -> str:
     return render_saved(run, run_dir, inspected)
 
 
-def write(path: Path, text: str) -> Path:
+def write_page(path: Path, text: str) -> Path:
+    """A page at ``path``, written whole or not at all; its path."""
     return write_atomic(path, text)

@@ -108,7 +108,7 @@ def _sessions(s: SessionStats) -> str:
     )
 
 
-def served_by(g: GroupStats) -> str | None:
+def served_by_note(g: GroupStats) -> str | None:
     """ "served by: model M; system_fingerprint F; server S", with counts where there are several."""
 
     def values(counts: Mapping[str, int]) -> str:

@@ -70,7 +70,7 @@ def _stat_rows(entries: Sequence[EndpointStats], m: Metric) -> list[Sequence[str
 _STAT_HEADERS = ("", "n", "p50", "p50 95% CI", "p90", "p99", "max")
 
 
-def cdf_chart(m: Metric, series: list[svg.Series]) -> str:
+def cdf_chart(m: Metric, series: list[svg.ChartSeries]) -> str:
     """Share of requests at or below each value of a metric: one step line per series."""
     axis = f"{m.title} ({m.axis_unit or m.unit})"
     return svg.render(svg.Chart(m.title, axis, "share of requests at or below", series))
@@ -78,7 +78,7 @@ def cdf_chart(m: Metric, series: list[svg.Series]) -> str:
 
 def distribution(key: str, g: Groups, summary: Summary, m: Metric, about: str) -> Figure:
     series = [
-        svg.Series(label, svg.cdf(m.values(map(timing, recs))), kind="step") for label, recs in g.items()
+        svg.ChartSeries(label, svg.cdf(m.values(map(timing, recs))), kind="step") for label, recs in g.items()
     ]
     rows = _stat_rows(summary.endpoints, m)
     return Figure(key, m.title, about, cdf_chart(m, series), _STAT_HEADERS, rows)
@@ -93,7 +93,7 @@ def e2e_vs_tokens(g: Groups, summary: Summary) -> Figure:
                 e2e = timing(r).e2e
                 pts.append((float(r.n_out), e2e))
                 tips.append(f"{label} #{r.request_index}: {r.n_out} tokens in {e2e:,.0f} ms")
-        series.append(svg.Series(label, pts, kind="points", tips=tips))
+        series.append(svg.ChartSeries(label, pts, kind="points", tips=tips))
     chart = svg.Chart("E2E against output tokens", "output tokens", "end-to-end time (ms)", series)
     entries = summary.endpoints
     shown = [METRIC[k] for k in ("n_out", "e2e_ms", "tpot_ms", "ttft_ms")]
@@ -133,14 +133,14 @@ def timelines(g: Groups, summary: Summary) -> Figure:
     for label, recs in g.items():
         for r in _sample(recs, per_group, stall_ms):
             pts = _cumulative(r)
-            series.append(svg.Series(label, pts, kind="step", opacity=0.65))
+            series.append(svg.ChartSeries(label, pts, kind="step", opacity=0.65))
             for (t0, _), (t1, n1) in itertools.pairwise(pts):
                 if t1 - t0 > stall_ms:
                     stalls.append((t1, n1))
                     tips.append(f"{label} #{r.request_index}: {t1 - t0:,.0f} ms without a token")
     if stalls:
         stall_label = f"stall (gap > {stall_ms / 1000:g} s)"
-        series.append(svg.Series(stall_label, stalls, kind="points", tips=tips, color=_STALL_COLOR))
+        series.append(svg.ChartSeries(stall_label, stalls, kind="points", tips=tips, color=_STALL_COLOR))
     chart = svg.Chart(
         "Token arrival per request", "time since the request was sent (ms)", "tokens received", series
     )
@@ -177,7 +177,7 @@ def over_time(g: Groups, records: Sequence[RequestRecord]) -> Figure:
     for label, recs in g.items():
         pts = [((r.sent_ns - t0) / 1e9, timing(r).e2e) for r in recs]
         tips = [f"{label} #{r.request_index}: {e2e:,.0f} ms" for r, (_, e2e) in zip(recs, pts, strict=True)]
-        series.append(svg.Series(label, pts, kind="points", tips=tips))
+        series.append(svg.ChartSeries(label, pts, kind="points", tips=tips))
     chart = svg.Chart(
         "Latency over the run", "time since the run started (s)", "end-to-end time (ms)", series
     )
@@ -195,7 +195,7 @@ def over_time(g: Groups, records: Sequence[RequestRecord]) -> Figure:
     return Figure("drift", "Latency over the run", about, svg.render(chart), headers, rows)
 
 
-def sweep(summary: Summary) -> Figure | None:
+def throughput_latency(summary: Summary) -> Figure | None:
     """The throughput-latency curve: only when an endpoint ran at more than one load."""
     entries = summary.endpoints
     by_name: dict[str, list[EndpointStats]] = {}
@@ -211,8 +211,8 @@ def sweep(summary: Summary) -> Figure | None:
         kept = sorted((x, y, load) for x, y, load in pts if x is not None and y is not None)  # a search's
         keep = [(x, y) for x, y, _ in kept]  # levels come in the order tried: draw them by throughput
         tips = [f"{name} {load}: {x:,.1f} tok/s, {y:,.0f} ms" for x, y, load in kept]
-        series.append(svg.Series(name, keep, kind="line"))
-        series.append(svg.Series(name, keep, kind="points", tips=tips))
+        series.append(svg.ChartSeries(name, keep, kind="line"))
+        series.append(svg.ChartSeries(name, keep, kind="points", tips=tips))
     chart = svg.Chart(
         "Throughput against latency", "output tokens per second (all requests)", "E2E p50 (ms)", series
     )
@@ -271,5 +271,5 @@ def figures(summary: Summary, records: Sequence[RequestRecord]) -> list[Figure]:
         key, about = _DISTRIBUTIONS[m.key]
         out.append(distribution(key, g, summary, m, about))
     out += [e2e_vs_tokens(g, summary), timelines(g, summary), over_time(g, records)]
-    curve = sweep(summary)
+    curve = throughput_latency(summary)
     return [curve, *out] if curve else out

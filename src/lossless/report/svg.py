@@ -2,7 +2,7 @@
 and legends. Hover text is an SVG ``<title>``, so the page needs no script; colours and fonts come from the
 page's CSS classes where they can, so one stylesheet themes every chart.
 
-    svg = render(Chart("TTFT", "ms", "share of requests", [Series("a", cdf(values), kind="step")]))
+    svg = render(Chart("TTFT", "ms", "share of requests", [ChartSeries("a", cdf(values), kind="step")]))
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _CHAR_W = 6.6  # estimated width of one 12px character: legends and labels are l
 
 
 @dataclass(frozen=True)
-class Series:
+class ChartSeries:
     label: str  # legend text; series with the same label share one legend entry and colour
     points: Sequence[tuple[float, float]]
     kind: str = "line"  # line | step (a step CDF from cdf()) | points
@@ -43,7 +43,7 @@ class Chart:
     title: str
     x_label: str  # with its unit: "time to first token (ms)"
     y_label: str
-    series: Sequence[Series]
+    series: Sequence[ChartSeries]
     x_log: bool = False
     y_from_zero: bool = True
     refs: Sequence[tuple[str, float, str]] = ()  # reference lines: ("x" | "y", value, label)
@@ -215,7 +215,7 @@ def _axes(
     return out
 
 
-def _path(s: Series, x: Scale, y: Scale, color: str) -> list[str]:
+def _path(s: ChartSeries, x: Scale, y: Scale, color: str) -> list[str]:
     pts = [(x(px), y(py)) for px, py in s.points]
     if s.kind == "points":
         tips = list(s.tips) + [""] * (len(pts) - len(s.tips))

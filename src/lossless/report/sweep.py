@@ -13,7 +13,7 @@ from rich.table import Table
 
 from lossless import rundir
 from lossless.analyze import METRIC
-from lossless.analyze.pareto import Point
+from lossless.analyze.pareto import OperatingPoint
 from lossless.atomic import write_atomic
 from lossless.report import html, svg
 from lossless.report.page import page, section, table
@@ -75,17 +75,24 @@ def render_terminal(result: SweepResult, console: Console) -> None:
 
 
 def _chart(
-    result: SweepResult, points: Sequence[Point], on_front: Sequence[Point], y: str, title: str
+    result: SweepResult,
+    points: Sequence[OperatingPoint],
+    on_front: Sequence[OperatingPoint],
+    y: str,
+    title: str,
 ) -> str:
     series = []
     for name in dict.fromkeys(p.config for p in points):
         mine = sorted((p for p in points if p.config == name), key=lambda p: p.throughput)
         xy = [(p.throughput, p.per_user) for p in mine]
         tips = [f"{name} {p.load}: {p.throughput:,.1f} tok/s, {p.per_user:,.1f}" for p in mine]
-        series += [svg.Series(name, xy, kind="line"), svg.Series(name, xy, kind="points", tips=tips)]
+        series += [
+            svg.ChartSeries(name, xy, kind="line"),
+            svg.ChartSeries(name, xy, kind="points", tips=tips),
+        ]
     if on_front:
         front_xy = [(p.throughput, p.per_user) for p in on_front]
-        series.append(svg.Series("Pareto front", front_xy, kind="line", color=_FRONT_COLOR, opacity=0.5))
+        series.append(svg.ChartSeries("Pareto front", front_xy, kind="line", color=_FRONT_COLOR, opacity=0.5))
     return svg.render(svg.Chart(title, "output tokens per second, all requests", y, series))
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from lossless.analyze import METRIC, METRICS, GroupStats, Metric, Summary
 from lossless.analyze.metrics import SHOWN_RATIOS, thin
 from lossless.analyze.repeats import SPREAD
-from lossless.report.notes import endpoint_notes, served_by
+from lossless.report.notes import endpoint_notes, served_by_note
 
 _COLUMNS = tuple((m, stat) for m in METRICS for stat in m.terminal)
 _CLASS_COLUMNS = tuple((m, stat) for m in METRICS for stat in m.by_class)
@@ -111,7 +111,7 @@ def render(summary: Summary, console: Console) -> None:
         notes = endpoint_notes(e)
         if notes:
             console.print(escape(f"{e.name} [{e.load}]: " + "; ".join(notes)))
-        if who := served_by(e.overall):
+        if who := served_by_note(e.overall):
             console.print(escape(f"{e.name} [{e.load}]: {who}"))
     for c in summary.comparisons:
         if c.stat in SHOWN_RATIOS:

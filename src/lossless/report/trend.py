@@ -203,7 +203,7 @@ def _series(trends: Trends, series: Series, i: int) -> str:
     charts = []
     for title, y_label, keys in _CHARTS:
         lines = [
-            svg.Series(
+            svg.ChartSeries(
                 KEY[k].label,
                 [(x[p.run], p.value) for p in series.points[k]],
                 color=_P50 if KEY[k].stat == "p50" else _P99,
@@ -213,7 +213,7 @@ def _series(trends: Trends, series: Series, i: int) -> str:
         flagged = [f for f in series.flags if f.key in keys]
         if flagged:
             lines.append(
-                svg.Series(
+                svg.ChartSeries(
                     "outside band",
                     [(x[f.run], f.value) for f in flagged],
                     kind="points",

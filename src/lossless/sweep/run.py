@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless.analyze import Summary
-from lossless.analyze.pareto import Point, front
+from lossless.analyze.pareto import OperatingPoint, front
 from lossless.bench.run import run as bench
 from lossless.errors import EndpointError
 from lossless.records import RequestRecord
@@ -45,11 +45,11 @@ class SweepResult:
     kind: str  # "embedded" (lossless serve), "command" (a template) or "endpoints" (URLs given)
     configs: tuple[ConfigRun, ...]
 
-    def points(self) -> list[Point]:
+    def points(self) -> list[OperatingPoint]:
         """Each configuration at each load it was measured at: (tok/s, per-request speed p50)."""
         return [p for p, _ in self.both()]
 
-    def both(self) -> list[tuple[Point, Point]]:
+    def both(self) -> list[tuple[OperatingPoint, OperatingPoint]]:
         """(speed point, TTFT point) of each configuration and load with all three figures."""
         out = []
         for c in self.configs:
@@ -57,10 +57,15 @@ class SweepResult:
                 tput, g = e.overall.throughput.output_tokens_per_s, e.overall
                 speed, ttft = g.stat("output_tps", "p50"), g.stat("ttft_ms", "p50")
                 if tput is not None and speed is not None and ttft is not None:
-                    out.append((Point(c.name, e.load, tput, speed), Point(c.name, e.load, tput, ttft)))
+                    out.append(
+                        (
+                            OperatingPoint(c.name, e.load, tput, speed),
+                            OperatingPoint(c.name, e.load, tput, ttft),
+                        )
+                    )
         return out
 
-    def fronts(self) -> tuple[list[Point], list[Point]]:
+    def fronts(self) -> tuple[list[OperatingPoint], list[OperatingPoint]]:
         pairs = self.both()
         return front([s for s, _ in pairs]), front([t for _, t in pairs], higher_is_better=False)
 

@@ -25,7 +25,7 @@ from lossless.verify.decide import ONE_LOOK
 from lossless.verify.detect import NEUTRAL, Capabilities, detect
 from lossless.verify.distance import PromptTokens
 from lossless.verify.taskset import ToolParity, run_tasks
-from lossless.verify.two_sample import Alternatives, Context, Sample, repeated
+from lossless.verify.two_sample import Alternatives, Context, Sample, repeated_contexts
 
 if TYPE_CHECKING:
     from lossless.verify.result import VerifyConfig
@@ -286,6 +286,6 @@ async def _contexts_known(
 ) -> dict[Context, Alternatives]:
     """The baseline's distribution of the second token at every context a group drew twice or more and
     that is not ``known`` yet."""
-    wanted = sorted(set().union(*(repeated(s) for s in sets)) - set(known))
+    wanted = sorted(set().union(*(repeated_contexts(s) for s in sets)) - set(known))
     got = await asyncio.gather(*(base.next_token(prompts[j], first) for j, first in wanted))
     return {c: alts for c, alts in zip(wanted, got, strict=True) if alts}

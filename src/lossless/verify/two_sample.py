@@ -235,7 +235,7 @@ def _second_tokens(groups: Sequence[Sequence[Sample]]) -> dict[Context, list[str
     return drawn
 
 
-def repeated(groups: Sequence[Sequence[Sample]]) -> set[Context]:
+def repeated_contexts(groups: Sequence[Sequence[Sample]]) -> set[Context]:
     """The contexts (prompt, first token) at which a group drew a second token more than once."""
     return {c for c, tokens in _second_tokens(groups).items() if len(tokens) >= 2}
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from sample_records import make
 
-from lossless.analyze.pareto import Point, front
+from lossless.analyze.pareto import OperatingPoint, front
 from lossless.analyze.repeats import ratio_over_runs, spread
-from lossless.analyze.saturation import judge
+from lossless.analyze.saturation import judge_saturation
 from lossless.records import RequestRecord
 
 MS = 1_000_000
@@ -42,11 +42,11 @@ def _open_loop(n: int, rate: float, service_s: float, seed: int = 0) -> list[Req
 
 
 def test_an_open_loop_past_capacity_is_saturated_and_below_it_is_not() -> None:
-    over = judge(_open_loop(40, rate=30.0, service_s=0.05))  # 20 a second served, 30 offered
+    over = judge_saturation(_open_loop(40, rate=30.0, service_s=0.05))  # 20 a second served, 30 offered
     assert over is not None and over.saturated and "rose by" in over.reason
     assert over.trend_p is not None and over.trend_p < 0.01 and over.growth is not None and over.growth > 1
     for seed in range(20):  # below capacity: no false alarm in 20 runs (each test's rate is 1%)
-        under = judge(_open_loop(40, rate=5.0, service_s=0.05, seed=seed))
+        under = judge_saturation(_open_loop(40, rate=5.0, service_s=0.05, seed=seed))
         assert under is not None and not under.saturated, under.reason
 
 
@@ -65,7 +65,7 @@ def test_a_shortfall_alone_is_saturation() -> None:
         )
         for i in range(30)
     ]
-    verdict = judge(records)
+    verdict = judge_saturation(records)
     assert verdict is not None and verdict.saturated and "requests/s offered were served" in verdict.reason
     assert verdict.achieved_rps == pytest.approx(10, rel=0.05) and verdict.offered_rps == pytest.approx(20)
 
@@ -92,9 +92,11 @@ def _closed(c: int, e2e_ms: float, n: int = 30, seed: int = 0) -> list[RequestRe
 
 
 def test_a_closed_loop_that_buys_no_throughput_is_saturated() -> None:
-    plateau = judge(_closed(8, 200.0), _closed(4, 100.0, seed=1), (4, 8))  # twice the wait: no gain
+    plateau = judge_saturation(
+        _closed(8, 200.0), _closed(4, 100.0, seed=1), (4, 8)
+    )  # twice the wait: no gain
     assert plateau is not None and plateau.saturated and plateau.gain == pytest.approx(1.0, abs=0.05)
-    scaling = judge(_closed(8, 110.0), _closed(4, 100.0, seed=1), (4, 8))  # 1.8x the throughput
+    scaling = judge_saturation(_closed(8, 110.0), _closed(4, 100.0, seed=1), (4, 8))  # 1.8x the throughput
     assert scaling is not None and not scaling.saturated and scaling.gain == pytest.approx(1.8, abs=0.1)
 
 
@@ -114,11 +116,15 @@ def test_between_run_intervals() -> None:
 
 def test_pareto_front() -> None:
     pts = [
-        Point("a", "r1", 100, 50),
-        Point("a", "r2", 200, 40),
-        Point("b", "r1", 150, 30),
-        Point("b", "r2", 250, 45),
+        OperatingPoint("a", "r1", 100, 50),
+        OperatingPoint("a", "r2", 200, 40),
+        OperatingPoint("b", "r1", 150, 30),
+        OperatingPoint("b", "r2", 250, 45),
     ]
     assert [(p.config, p.load) for p in front(pts)] == [("a", "r1"), ("b", "r2")]
-    ttft = [Point("a", "r1", 100, 50), Point("b", "r1", 100, 80), Point("b", "r2", 300, 90)]
+    ttft = [
+        OperatingPoint("a", "r1", 100, 50),
+        OperatingPoint("b", "r1", 100, 80),
+        OperatingPoint("b", "r2", 300, 90),
+    ]
     assert [(p.config, p.load) for p in front(ttft, higher_is_better=False)] == [("a", "r1"), ("b", "r2")]

@@ -66,9 +66,9 @@ def test_render_draws_every_kind_with_legend_and_tooltips() -> None:
         "x (ms)",
         "y",
         [
-            svg.Series("a", svg.cdf([1, 2, 3]), kind="step"),
-            svg.Series("b", [(1, 1), (2, 4)], kind="line"),
-            svg.Series("c & d", [(1, 2)], kind="points", tips=["request #1: <2 ms>"]),
+            svg.ChartSeries("a", svg.cdf([1, 2, 3]), kind="step"),
+            svg.ChartSeries("b", [(1, 1), (2, 4)], kind="line"),
+            svg.ChartSeries("c & d", [(1, 2)], kind="points", tips=["request #1: <2 ms>"]),
         ],
         refs=[("y", 0.5, "half")],
     )
@@ -83,16 +83,21 @@ def test_render_draws_every_kind_with_legend_and_tooltips() -> None:
 
 @pytest.mark.parametrize(
     "series",
-    [[], [svg.Series("a", [])], [svg.Series("a", [(math.nan, 1.0)])], [svg.Series("a", [(0.0, 1.0)])]],
+    [
+        [],
+        [svg.ChartSeries("a", [])],
+        [svg.ChartSeries("a", [(math.nan, 1.0)])],
+        [svg.ChartSeries("a", [(0.0, 1.0)])],
+    ],
 )
-def test_no_data_is_a_note_not_a_crash(series: list[svg.Series]) -> None:
+def test_no_data_is_a_note_not_a_crash(series: list[svg.ChartSeries]) -> None:
     root = _parse(svg.render(svg.Chart("empty", "x", "y", series, x_log=True)))
     assert root.get("class") == "plot empty"
     assert "no data" in [t.text for t in root.iter(f"{NS}text")]
 
 
 def test_single_point_gets_an_axis() -> None:
-    root = _parse(svg.render(svg.Chart("one", "x", "y", [svg.Series("a", [(5.0, 5.0)], kind="points")])))
+    root = _parse(svg.render(svg.Chart("one", "x", "y", [svg.ChartSeries("a", [(5.0, 5.0)], kind="points")])))
     assert root.get("class") == "plot" and len(root.findall(f"{NS}circle")) == 1
 
 

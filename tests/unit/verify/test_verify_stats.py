@@ -20,7 +20,7 @@ from lossless.verify.two_sample import (
     hamming_kernel,
     holm,
     pooled_sd,
-    repeated,
+    repeated_contexts,
     score_se,
     token_rank,
 )
@@ -224,7 +224,7 @@ def test_contexts_is_calibrated_when_draws_follow_the_baseline() -> None:
     rejections = 0
     for seed in range(60):
         groups = _draws(np.random.default_rng(seed), SECOND, 12)
-        assert repeated(groups) <= set(KNOWN)
+        assert repeated_contexts(groups) <= set(KNOWN)
         found = contexts(groups, KNOWN, n_null=199, seed=seed, level=0.05)
         assert found is not None and found.name == "contexts" and 40 < found.n_y <= 48
         rejections += found.p_value < 0.05

@@ -42,7 +42,7 @@ class _Worker:
     done: bool = False  # with the current level
 
 
-def run(
+def run_on_workers(
     config: BenchConfig, workers: int | None, ray_address: str | None, on_record: OnRecord | None
 ) -> RunResult:
     """Run ``config``'s levels on ``workers`` processes (local, or Ray tasks at ``ray_address``)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lossless.bench.workers.worker import Inbox, serve
+from lossless.bench.workers.worker import Inbox, run_worker
 from lossless.errors import UsageError
 
 Message = tuple[int, str, Any]
@@ -49,7 +49,7 @@ class LocalPool:
         self._procs = []
         for i in range(n):
             inbox: Any = ctx.Queue()
-            proc = ctx.Process(target=serve, args=(i, inbox, self._outbox), daemon=True)
+            proc = ctx.Process(target=run_worker, args=(i, inbox, self._outbox), daemon=True)
             proc.start()
             self._procs.append(proc)
             self.workers.append(Handle(i, inbox, proc.is_alive, proc.kill, f"pid {proc.pid}"))
@@ -92,7 +92,7 @@ class RayPool:
             raise UsageError(f"--workers {n}: the Ray cluster has {cpus} CPUs, one per worker")
         options = {"num_cpus": 0}  # the queues are small actors; they take no worker's CPU
         self._outbox = Queue(actor_options=options)
-        task = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")(serve)
+        task = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")(run_worker)
         self.workers, self._refs = [], []
         for i in range(n):
             inbox = Queue(actor_options=options)

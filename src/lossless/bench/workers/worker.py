@@ -76,7 +76,7 @@ class _Current:
                 self.loop.call_soon_threadsafe(self.task.cancel)
 
 
-def serve(index: int, inbox: Inbox, outbox: Inbox) -> None:
+def run_worker(index: int, inbox: Inbox, outbox: Inbox) -> None:
     """What each worker process or Ray task runs, until the driver says stop."""
     # Ctrl-C in a terminal reaches every process of its group; the driver stops workers by message, after
     # they have sent what finished.
