@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import click
 
 from lossless import validate
-from lossless.client.api_names import ABOUT, APIS, CHAT_APIS, PATHS  # noqa: F401 (CHAT_APIS: see API_HELP)
+from lossless.client.api_names import ABOUT, APIS, PATHS
 from lossless.errors import LosslessError, UsageError
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -178,8 +178,7 @@ def json_flag(what: str) -> Decorator:
     )
 
 
-# The APIs are named once, in client.api_names (light: no aiohttp); cli/bench.py and cli/measure.py still
-# import APIS and CHAT_APIS from here.
+# The APIs are named once, in client.api_names (light: no aiohttp); each command imports its list from there.
 API_HELP = {api: f"{PATHS[api]} ({ABOUT[api]})" for api in APIS}
 
 

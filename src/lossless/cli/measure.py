@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from lossless.cli.common import (
-    CHAT_APIS,
     ENDPOINTS_HELP,
     MODEL_HELP,
     SECONDS,
@@ -25,6 +24,7 @@ from lossless.cli.common import (
     renamed,
     wrote,
 )
+from lossless.client.api_names import CHAT_APIS
 from lossless.probe.options import ProbeOptions
 from lossless.rundir import PROBE, VERIFY
 from lossless.verify.budget import BUDGETS, Criteria, describe_budget
@@ -120,7 +120,7 @@ def _budgets() -> str:
 )
 @api_flag(
     V.api,
-    ("completions", "chat", "responses", "messages"),
+    ("completions", *CHAT_APIS),
     "completions can score a text token by token (teacher forcing) where the server echoes "
     "log-probabilities; the others compare sampled answers alone.",
 )
