@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 import support
-from lossless.bench.loop import frozen_heap, loop_factory
+from lossless.bench.runtime import frozen_heap, loop_factory
 from lossless.client.call import CallOptions, Job, call
 from lossless.client.endpoints import Endpoint
 from lossless.client.http import Session

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import support
-from lossless.bench.loop import loop_factory
+from lossless.bench.runtime import loop_factory
 from lossless.rundir import read_jsonl
 
 _EVENT = re.compile(rb'"content":"(\d+) "')
