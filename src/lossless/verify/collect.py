@@ -130,6 +130,17 @@ class Caller:
         lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
         return lp if isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list) else None
 
+    async def generated_next(self, prefix: str) -> Alternatives | None:
+        """The endpoint's distribution after ``prefix`` as it reports it while generating (its likeliest
+        tokens at the one token it makes), for an endpoint that cannot echo. Nothing checks that the
+        prompt ends on the token boundary the caller means: the caller compares with a distribution it
+        trusts there."""
+        body = {"prompt": prefix, "max_tokens": 1, "temperature": 1.0, "logprobs": SCORING[0]}
+        reply = await self.post(body, "/completions")
+        lp = reply.choices[0].logprobs if reply.ok and reply.choices else None
+        alts = alternatives_of(lp, 1)[0]
+        return tuple(alts.items()) if alts else None
+
     async def next_token(self, prefix: str, first: str = "") -> Alternatives | None:
         """The endpoint's distribution after ``prefix`` (+ ``first``, one token): its likeliest tokens
         and their log-probabilities, or None when it cannot say, or when ``prefix + first`` does not end
@@ -202,6 +213,29 @@ def logprobs_of(reply: Reply) -> tuple[float, ...] | None:
     if not values or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         return None
     return tuple(float(v) for v in values)
+
+
+def alternatives_of(lp: Any, n: int) -> tuple[dict[str, float], ...]:
+    """Each position's alternatives, from either shape of logprobs object (chat's list of entries with
+    their own top_logprobs lists, or the legacy list of {token: logprob} maps)."""
+    rows: list[Any] = []
+    if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+        rows = [e.get("top_logprobs") if isinstance(e, dict) else None for e in lp["content"]]
+        rows = [
+            {str(t.get("token")): t.get("logprob") for t in r if isinstance(t, dict)}
+            if isinstance(r, list)
+            else None
+            for r in rows
+        ]
+    elif isinstance(lp, dict) and isinstance(lp.get("top_logprobs"), list):
+        rows = lp["top_logprobs"]
+    tops = [
+        {str(k): float(v) for k, v in r.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        if isinstance(r, dict)
+        else {}
+        for r in rows
+    ]
+    return tuple(tops[:n]) + ({},) * max(0, n - len(tops))
 
 
 def units_of(reply: Reply) -> tuple[str, ...]:

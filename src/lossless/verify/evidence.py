@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lossless.client.endpoints import Endpoint
@@ -25,7 +25,7 @@ from lossless.verify.decide import ONE_LOOK
 from lossless.verify.detect import NEUTRAL, Capabilities, detect
 from lossless.verify.distance import PromptTokens
 from lossless.verify.taskset import ToolParity, run_tasks
-from lossless.verify.two_sample import Alternatives, Context, Sample, repeated_contexts
+from lossless.verify.two_sample import Alternatives, Context, Sample, repeated_contexts, total_variation
 
 if TYPE_CHECKING:
     from lossless.verify.result import VerifyConfig
@@ -49,6 +49,8 @@ class Evidence:
     tool_parity: ToolParity | None = None  # verify --tasks on a set with tools
     look: Look = ONE_LOOK  # the look this is the evidence of: samples per prompt and set so far
     requests: int = 0  # sent to both endpoints after detection, so far
+    # the candidate's own second-token distributions at the contexts it drew again (contexts test)
+    own: dict[Context, Alternatives] = field(default_factory=dict)
 
 
 async def gather(
@@ -75,6 +77,7 @@ async def gather(
         s0 = config.seed * 4 * SEED_STRIDE
         pool = _Pool.empty(len(prompts), len(focus))
         known: dict[Context, Alternatives] = {}
+        own: dict[Context, Alternatives] = {}
         for look in looks(b):
             await _draw_look(base, cand, b, focus, look, s0, pool)
             sets = _sets(pool, focus)
@@ -84,6 +87,7 @@ async def gather(
                     with_repeats(sets[2], sets[3]),
                 )
                 known |= await _contexts_known(base, every, tested, known)
+                own |= await _contexts_own(cand, every, tested[1], known, own)
             if source is not None and (more := paired_tokens.look_prompts(look.index)):
                 phase(f"verify: {len(more)} prompts' greedy answers scored by both ({source})")
                 tokens = max(paired_tokens.TOKENS, b.max_tokens)
@@ -110,6 +114,7 @@ async def gather(
                 tool_parity=parity,
                 look=look,
                 requests=base.sent + cand.sent,
+                own=dict(own),
             )
 
 
@@ -276,6 +281,36 @@ async def _focus(base: Caller, k: int) -> tuple[int, ...]:
         if len(chosen) < k and await base.next_token(every[j], likeliest):
             chosen.append(j)
     return tuple(sorted(chosen))
+
+
+# A candidate's own distribution at a context this far from the baseline's there (total variation) is
+# taken for another context's: same-weight servers measured 0.02-0.07 apart at the contexts verify draws
+# at, and a prompt cut at another token boundary gives another distribution altogether.
+OWN_TV = 0.5
+
+
+async def _contexts_own(
+    cand: Caller,
+    prompts: tuple[str, ...],
+    drawn: list[list[Sample]],
+    known: dict[Context, Alternatives],
+    own: dict[Context, Alternatives],
+) -> dict[Context, Alternatives]:
+    """The candidate's own distribution of the second token at each context it drew twice or more where
+    the baseline's is known and its own is not yet: by echo where it scores text (the token boundary
+    checked), else as it reports it while generating, kept where it is near the baseline's there."""
+    wanted = sorted((repeated_contexts(drawn) & set(known)) - set(own))
+
+    async def one(j: int, first: str) -> Alternatives | None:
+        if cand.scoring is not None:
+            return await cand.next_token(prompts[j], first)
+        if not cand.tokens:
+            return None
+        got = await cand.generated_next(prompts[j] + first)
+        return got if got and total_variation(got, known[j, first]) < OWN_TV else None
+
+    got = await asyncio.gather(*(one(j, first) for j, first in wanted))
+    return {c: alts for c, alts in zip(wanted, got, strict=True) if alts}
 
 
 async def _contexts_known(

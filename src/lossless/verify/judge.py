@@ -92,9 +92,13 @@ def _findings(
     kw = {"n_perm": n_perm, "length": b.max_tokens * (1 if ev.draw_tokens else 4)}
     aa = compare_sets(x1, x2, seed=seed, level=aa_level, **kw)
     ab = compare_sets(pooled, y, seed=seed + 1, level=level, **kw)
-    # contexts: each side's own draws against the baseline's distribution; A/A from its two sets
+    # contexts: does each side sample what it reports? The baseline's two sets against its distribution
+    # (A/A); the candidate's draws against its own where it reports one, else against the baseline's.
+    # Its own, not the baseline's: servers of the same weights differ there by a few percent (their
+    # numerics, which the log-probability distance weighs), and many draws at one context show that
     aa_ctx = contexts(pooled, ev.known, n_null=n_perm, seed=seed + 2, level=aa_level)
-    ab_ctx = contexts(with_repeats(y, y2), ev.known, n_null=n_perm, seed=seed + 3, level=level)
+    reference = ev.known | {c: alts for c, alts in ev.own.items() if c in ev.known}
+    ab_ctx = contexts(with_repeats(y, y2), reference, n_null=n_perm, seed=seed + 3, level=level)
     if aa_ctx is not None and ab_ctx is not None:
         aa, ab = [*aa, aa_ctx], [*ab, ab_ctx]
     return aa, ab

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
-from lossless.verify.collect import PROMPTS, Caller, TextScore, logprobs_of, units_of
+from lossless.verify.collect import PROMPTS, Caller, TextScore, alternatives_of, logprobs_of, units_of
 from lossless.verify.distance import PromptTokens
 
 SOURCES = {
@@ -145,30 +144,7 @@ async def greedy_answer(caller: Caller, prompt: str, n: int) -> GreedyAnswer | N
     if values is None or len(values) != len(units):
         return None
     lp = reply.choices[0].logprobs if reply.choices else None
-    return GreedyAnswer(units, values, _tops(lp, len(units)), reply.text)
-
-
-def _tops(lp: Any, n: int) -> tuple[dict[str, float], ...]:
-    """Each position's alternatives, from either shape of logprobs object (chat's list of entries with
-    their own top_logprobs lists, or the legacy list of {token: logprob} maps)."""
-    rows: list[Any] = []
-    if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-        rows = [e.get("top_logprobs") if isinstance(e, dict) else None for e in lp["content"]]
-        rows = [
-            {str(t.get("token")): t.get("logprob") for t in r if isinstance(t, dict)}
-            if isinstance(r, list)
-            else None
-            for r in rows
-        ]
-    elif isinstance(lp, dict) and isinstance(lp.get("top_logprobs"), list):
-        rows = lp["top_logprobs"]
-    tops = [
-        {str(k): float(v) for k, v in r.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-        if isinstance(r, dict)
-        else {}
-        for r in rows
-    ]
-    return tuple(tops[:n]) + ({},) * max(0, n - len(tops))
+    return GreedyAnswer(units, values, alternatives_of(lp, len(units)), reply.text)
 
 
 def _along(a: GreedyAnswer, b: GreedyAnswer) -> list[float]:

@@ -279,6 +279,14 @@ def contexts(
     )
 
 
+def total_variation(a: Alternatives, b: Alternatives) -> float:
+    """Half the L1 distance of two listed distributions (a token one does not list has 0 there)."""
+    pa, pb = dict(a), dict(b)
+    return 0.5 * sum(
+        abs(np.exp(pa.get(t, -np.inf)) - np.exp(pb.get(t, -np.inf))) for t in pa.keys() | pb.keys()
+    )
+
+
 def _ambiguous(token: str) -> bool:
     """A string that several tokens show as (bytes of a split character, specials): the baseline's
     alternatives list one of them, a draw may be any; such draws and alternatives join the rest."""
