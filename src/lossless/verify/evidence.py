@@ -81,13 +81,8 @@ async def gather(
         for look in looks(b):
             await _draw_look(base, cand, b, focus, look, s0, pool)
             sets = _sets(pool, focus)
-            if config.api == "completions":  # the baseline's distributions are read as completions
-                tested = (
-                    [g + h for g, h in zip(sets[0], sets[1], strict=True)],
-                    with_repeats(sets[2], sets[3]),
-                )
-                known |= await _contexts_known(base, every, tested, known)
-                own |= await _contexts_own(cand, every, tested[1], known, own)
+            if config.api == "completions":  # the distributions at contexts are read as completions
+                await _contexts(base, cand, sets, known, own)
             if source is not None and (more := paired_tokens.look_prompts(look.index)):
                 phase(f"verify: {len(more)} prompts' greedy answers scored by both ({source})")
                 tokens = max(paired_tokens.TOKENS, b.max_tokens)
@@ -281,6 +276,21 @@ async def _focus(base: Caller, k: int) -> tuple[int, ...]:
         if len(chosen) < k and await base.next_token(every[j], likeliest):
             chosen.append(j)
     return tuple(sorted(chosen))
+
+
+async def _contexts(
+    base: Caller,
+    cand: Caller,
+    sets: tuple[list[list[Sample]], ...],
+    known: dict[Context, Alternatives],
+    own: dict[Context, Alternatives],
+) -> None:
+    """Adds to ``known`` the baseline's distributions, and to ``own`` the candidate's, at the contexts
+    the sample sets drew twice or more (the contexts test's references)."""
+    every = collect.PROMPTS
+    tested = ([g + h for g, h in zip(sets[0], sets[1], strict=True)], with_repeats(sets[2], sets[3]))
+    known |= await _contexts_known(base, every, tested, known)
+    own |= await _contexts_own(cand, every, tested[1], known, own)
 
 
 # A candidate's own distribution at a context this far from the baseline's there (total variation) is
