@@ -3,8 +3,9 @@ run as a user runs them, written to docs/compat.md.
 
     python benchmarks/compat_matrix.py [--out docs/compat.md] [--quick]
 
-Servers, on 127.0.0.1, all serving the embedded SmolLM2-135M-Instruct: llama.cpp's OpenAI server
-(llama-cpp-python) on the GGUF, twice, and on a Q2_K copy made by llama.cpp's own quantizer;
+Servers, on 127.0.0.1, all serving the embedded SmolLM2-135M-Instruct: llama.cpp's own llama-server on
+the GGUF, twice, and on a Q2_K copy made by llama.cpp's own quantizer; llama-cpp-python's Python server
+the same way;
 `transformers serve` on a Hugging Face folder of it, twice, and on the same weights greedy-only; and
 `lossless serve`, plain and with n-gram speculative decoding. Every command is the CLI in a subprocess
 (`lossless ... --json`), timed from start to exit. Takes about 35 minutes on 2 cores (--quick: verify
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless.models import resolve
-from support import LlamaCppServer, TransformersServer, hf_folder, requantize
+from support import LlamaCppServer, LlamaServer, TransformersServer, hf_folder, requantize
 
 LOSSLESS = str(Path(sys.executable).parent / "lossless")
 
@@ -139,7 +140,8 @@ def main() -> None:
                 (greedy / item.name).symlink_to(item)
             elif item.name != "generation_config.json":
                 shutil.copy(item, greedy / item.name)
-        results["llama.cpp"] = llama_cpp(gguf, q2k, default)
+        results["llama-server"] = llama_cpp(gguf, q2k, default, LlamaServer)
+        results["llama.cpp"] = llama_cpp(gguf, q2k, default, LlamaCppServer)
         results["transformers serve"] = transformers_serve(hf, greedy)
         with OurServer() as a, OurServer("--speculative", "ngram") as s:
             pairs = [("n-gram speculative", s, api, default) for api in ("completions", "chat")]
@@ -163,9 +165,10 @@ def family(a: Any, pairs: list[tuple[str, Any, str, str]], **extra: Any) -> dict
     return {"name": a.name, "bench": bench_row(a), "probe": probe_row(a), "verify": verify, **extra}
 
 
-def llama_cpp(gguf: Path, q2k: Path, budget: str) -> dict[str, Any]:
+def llama_cpp(gguf: Path, q2k: Path, budget: str, server: Any) -> dict[str, Any]:
+    """One of llama.cpp's servers (``server``: its class) on the GGUF twice and on its Q2_K copy."""
     with ExitStack() as stack:
-        a, b, q = (stack.enter_context(LlamaCppServer(m)) for m in (gguf, gguf, q2k))
+        a, b, q = (stack.enter_context(server(m)) for m in (gguf, gguf, q2k))
         apis = ("completions", "chat")
         pairs = [("same GGUF", b, api, budget) for api in apis] + [
             ("Q2_K copy", q, api, budget) for api in apis
