@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import signal
 import socket
 import sys
 from dataclasses import dataclass, replace
@@ -181,6 +182,10 @@ def serve(config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS) -> None:
     background = None
     if config.compile == "background":
         background = BackgroundCompile(loaded.engine, child_config(config, loaded.engine), _say)
+    # uvicorn shuts down on SIGTERM as on Ctrl-C, then raises the signal again with the handler it found:
+    # the default one ended the process there, before the compile child was stopped (it ran on for
+    # minutes, orphaned). With this one SIGTERM ends the server as Ctrl-C does, children and all.
+    before = signal.signal(signal.SIGTERM, _interrupt)
     try:
         asyncio.run(_serve_and_announce(server, sock, lines, background))
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; for a server that is the end
@@ -189,6 +194,11 @@ def serve(config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS) -> None:
         if background is not None:
             background.stop()
         sock.close()
+        signal.signal(signal.SIGTERM, before)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _say(line: str) -> None:
