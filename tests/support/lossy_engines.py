@@ -35,7 +35,7 @@ class Speculative(Engine):
     def generate(
         self, prompt_ids: list[int], params: SamplingParams, cancel: threading.Event | None = None
     ) -> Iterator[Delta]:
-        self._check_prompt(prompt_ids)
+        self.check_prompt(prompt_ids)
         budget = min(params.max_tokens, self.max_context - len(prompt_ids))
         source = speculative_decode(
             self.model,

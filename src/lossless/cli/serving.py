@@ -97,6 +97,7 @@ def _threshold_help() -> str:
         "lossless serve                             # the embedded model on 127.0.0.1:8000 (int4 + dspark)",
         "lossless serve --speculative none --dtype bfloat16   # plain decoding, a baseline",
         "lossless serve --model ./model.gguf --port 8080 --speculative ngram",
+        "lossless serve --max-batch 16                 # up to 16 requests decoded together",
         'curl -s 127.0.0.1:8000/v1/chat/completions -d \'{"messages": [{"role": "user", "content": "Hi"}]}\'',
     )
 )
@@ -132,6 +133,24 @@ def _threshold_help() -> str:
     show_default=True,
     type=click.IntRange(1),
     help="Queue size before 429.",
+)
+@click.option(
+    "--max-batch",
+    default=S.max_batch,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Requests decoded together in a continuous batch (each joins and leaves at any step, with a KV "
+    "cache slot of its own; greedy output the same as the request alone). The default, 1, serves one "
+    "request at a time as before, speculatively: the batch decodes plainly and eagerly for now, so "
+    "above 1 --speculative auto means none and --compile is off (an explicit drafter keeps one at a time).",
+)
+@click.option(
+    "--context",
+    "max_context",
+    default=None,
+    type=click.IntRange(1),
+    help="Tokens per request, prompt and output (each batch slot's KV cache) [the model's: 8192 for "
+    "SmolLM2].",
 )
 @click.option("--threads", default=None, type=THREADS, help="Torch threads (default: torch's).")
 @click.option(

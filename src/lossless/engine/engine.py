@@ -7,7 +7,8 @@ this module. Importing it loads torch; the checkpoint loaders are imported when 
 
 One Engine is one model state (the KV cache): a generation or a scoring holds ``ModelLock`` for its
 whole life, so callers on several threads (two servers on one engine, see `with_drafter`) wait their
-turn instead of interleaving. Threads for torch are the caller's business (``torch.set_num_threads``).
+turn instead of interleaving. A `decode_batch` has KV caches of its own and shares only the weights.
+Threads for torch are the caller's business (``torch.set_num_threads``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lossless.engine.model.batch_decode import DecodeBatch
 from lossless.engine.model.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
 from lossless.engine.model.sampling import SamplingParams, make_generator
 from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter, check_same_vocab
@@ -242,7 +244,7 @@ class Engine:
         Holds the model from the first ``next`` until the stream ends, raises or is closed: a caller
         that stops early must close it (``for`` over it to the end, or ``close()``), or another
         generation waits until the abandoned stream is garbage-collected."""
-        self._check_prompt(prompt_ids)
+        self.check_prompt(prompt_ids)
         if not self.lock.acquire(cancel):  # cancelled while another generation held the model
             yield Delta("", finish_reason="cancelled", stats={"completion_tokens": 0, "decode_s": 0.0})
             return
@@ -282,16 +284,22 @@ class Engine:
                 delta = replace(delta, stats={**delta.stats, **stats.as_dict()})
             yield delta
 
+    def decode_batch(self, slots: int) -> DecodeBatch[Any]:
+        """A continuous batch of up to ``slots`` plain generations on this engine's weights, each in a KV
+        cache slot of its own (`model.batch_decode`): nothing of the engine's own state is touched, so it
+        holds no lock; one thread steps it. The drafter plays no part (speculation is not batched yet)."""
+        return DecodeBatch(self.model, self.tokenizer, self.args.vocab_size, slots)
+
     def score(self, prompt_ids: list[int], top_logprobs: int = 0) -> list[TokenLogprob | None]:
         """Teacher-forced log-probabilities of each prompt token given its prefix (None for the first)."""
-        self._check_prompt(prompt_ids)
+        self.check_prompt(prompt_ids)
         self.lock.acquire()
         try:
             return score_tokens(self.model, prompt_ids, top_logprobs, self.tokenizer)
         finally:
             self.lock.release()
 
-    def _check_prompt(self, prompt_ids: list[int]) -> None:
+    def check_prompt(self, prompt_ids: list[int]) -> None:
         if not prompt_ids:
             raise UsageError("the prompt is empty: at least one token is needed")
         if len(prompt_ids) > self.max_context:

@@ -6,14 +6,19 @@
   (`compile_cache`) holds no complete compile, a child process at the lowest CPU priority fills it
   first (its own interpreter: tracing there does not hold up this one's); then `compile_cache.compile_aside`
   makes this process's graphs from that cache and swaps them in between two generations. A failed or
-  killed child leaves the server serving eagerly, says so, and leaves no marker of completion.
+  killed child leaves the server serving eagerly, says so, and leaves no marker of completion. The
+  child runs in a process group of its own, which the server ends whole when it stops (Ctrl-C or
+  SIGTERM); a server killed outright takes the child with it (`precompile`: the parent-death signal).
 
 The swap changes the served identity: ``system_fingerprint`` gains ``-compiled``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -59,9 +64,11 @@ class BackgroundCompile:
         self._thread.start()
 
     def stop(self) -> None:
+        """End the child and every process it started (its process group: inductor's compile workers)."""
         self._stopping = True
         if self.child is not None and self.child.poll() is None:
-            self.child.kill()
+            with contextlib.suppress(ProcessLookupError):  # it ended just now
+                os.killpg(self.child.pid, signal.SIGKILL)
             self.child.wait()
 
     def _run(self) -> None:
@@ -84,10 +91,12 @@ class BackgroundCompile:
         """Run the child that compiles into the cache folder; True when it marked the folder complete."""
         log = self.cache.folder / "compile.log"
         # the folder goes with the options: a key computed again there could differ (an edited source)
-        order = {"options": asdict(self.config), "folder": str(self.cache.folder)}
+        order = {"options": asdict(self.config), "folder": str(self.cache.folder), "parent": os.getpid()}
         argv = [sys.executable, "-m", "lossless.server.precompile", json.dumps(order)]
-        with log.open("wb") as out:
-            self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        with log.open("wb") as out:  # a group of its own, which `stop` ends whole
+            self.child = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, process_group=0
+            )
         self.say(
             f"lossless: compiling the forward passes in the background (pid {self.child.pid}, "
             f"into {self.cache.folder}); serving eagerly until they are ready"

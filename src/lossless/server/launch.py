@@ -16,6 +16,7 @@ from lossless.errors import EndpointError
 from lossless.server.http.limits import DEFAULT_LIMITS, RequestLimits
 from lossless.server.main import (
     LoadedModel,
+    batched,
     bind,
     build_app,
     decoding_as,
@@ -44,6 +45,7 @@ def start_embedded(
     so a loading error surfaces as itself (``load_model`` resolves a ``config.dtype`` of "auto").
     ``limits`` bound what one request may cost (tests pass short time limits).
     """
+    config = batched(config)  # a batch decodes plainly (`main.batched`)
     # a model loaded for another server decodes as *this* config says (plain or speculative)
     loaded = decoding_as(loaded, config) if loaded else load_model(config)
     sock = bind(config.host, port)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import signal
 import socket
 import sys
 from dataclasses import dataclass, replace
@@ -99,8 +100,42 @@ def build_app(
     loaded: LoadedModel, config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS
 ) -> RequestContext:
     return create_app(
-        loaded.engine, name=loaded.name, aliases=loaded.aliases, max_queue=config.max_queue, limits=limits
+        loaded.engine,
+        name=loaded.name,
+        aliases=loaded.aliases,
+        max_queue=config.max_queue,
+        limits=limits,
+        max_batch=config.max_batch,
     )
+
+
+def batched(config: ServeOptions) -> ServeOptions:
+    """``config`` as a continuous batch serves it (``--max-batch`` above 1): plain decoding for ``auto``
+    (speculation is not batched yet; an explicit drafter keeps one request at a time, `batch_lines`), and
+    no compile where the batch runs (its forward is eager: compiled graphs would serve nothing)."""
+    if config.max_batch <= 1:
+        return config
+    if config.speculative == "auto":
+        config = replace(config, speculative="none")
+    return replace(config, compile="off") if config.speculative == "none" else config
+
+
+def batch_lines(config: ServeOptions, engine: Engine) -> list[str]:
+    """What start-up says of the batch: its size and KV cache, or why requests run one at a time."""
+    if config.max_batch <= 1:
+        return []
+    if engine.drafter is not None:
+        return [
+            f"lossless: speculative decoding is not batched yet: requests run one at a time "
+            f"(--speculative none decodes up to {config.max_batch} together)"
+        ]
+    per_position = 2 * engine.args.n_layers * engine.args.n_kv_heads * engine.args.head_dim
+    megabytes = per_position * engine.model.output.weight.element_size() * engine.max_context / 1e6
+    return [
+        f"lossless: continuous batching of up to {config.max_batch} requests, plain decoding, eager (neither "
+        f"speculation nor compiled graphs serve the batch yet); a KV cache slot of {engine.max_context} "
+        f"positions each, {megabytes:.0f} MB a slot at most, taken as used"
+    ]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -161,7 +196,7 @@ OUTPUT_LAYERS = {  # Engine.output_layer -> what serves it
 
 def serve(config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS) -> None:
     dtype, reason = resolve_dtype(config.dtype, models.resolve(config.model))
-    config = replace(config, dtype=dtype)
+    config = batched(replace(config, dtype=dtype))
     loaded = load_model(config)
     sock = bind(config.host, config.port)
     server = uvicorn_server(build_app(loaded, config, limits), limits)
@@ -178,9 +213,14 @@ def serve(config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS) -> None:
         lines.append(f"lossless: output layer on {OUTPUT_LAYERS[loaded.engine.output_layer]}")
     if loaded.compile_s is not None:
         lines.append(f"lossless: forward passes compiled in {loaded.compile_s:.0f} s (torch.compile)")
+    lines += batch_lines(config, loaded.engine)
     background = None
     if config.compile == "background":
         background = BackgroundCompile(loaded.engine, child_config(config, loaded.engine), _say)
+    # uvicorn shuts down on SIGTERM as on Ctrl-C, then raises the signal again with the handler it found:
+    # the default one ended the process there, before the compile child was stopped (it ran on for
+    # minutes, orphaned). With this one SIGTERM ends the server as Ctrl-C does, children and all.
+    before = signal.signal(signal.SIGTERM, _interrupt)
     try:
         asyncio.run(_serve_and_announce(server, sock, lines, background))
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; for a server that is the end
@@ -189,6 +229,11 @@ def serve(config: ServeOptions, limits: RequestLimits = DEFAULT_LIMITS) -> None:
         if background is not None:
             background.stop()
         sock.close()
+        signal.signal(signal.SIGTERM, before)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _say(line: str) -> None:

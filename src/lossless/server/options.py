@@ -25,3 +25,4 @@ class ServeOptions:
     spec_tree: int | None = None  # dspark: candidate tokens per step in a tree (None, 0: one chain)
     threads: int | None = None  # torch intra-op threads; None -> torch's default
     compile: str = "background"  # torch.compile: off, background (serve eagerly until ready) or wait
+    max_batch: int = 1  # requests decoded together (a continuous batch); 1: one at a time, as before

@@ -155,3 +155,76 @@ def test_models_pull_compile_prepares_what_serve_then_reuses(
     server.wait_for("lossless: compiled forward passes in use, ", 400)
     assert not any("in the background (pid" in line for line in server.said), server.said
     server.stop()
+
+
+def test_sigterm_ends_the_compile_child_and_all_it_started(
+    smollm2_path: Path, tmp_path: Path, serving: list[Serve]
+) -> None:
+    """``kill PID`` (SIGTERM, what systemd, docker and a shell's kill send) stops the server as Ctrl-C
+    does: the background compile child, and whatever it started (inductor's compile workers), end with
+    it rather than run on for minutes as orphans. The real model, so that the child is busy for minutes."""
+    from lossless.models import home
+
+    built = home() / "kernels"  # the int4 kernel built once for this machine: not rebuilt in the test
+    if built.is_dir():
+        (tmp_path / "kernels").symlink_to(built)
+    server = Serve(smollm2_path, tmp_path)
+    serving.append(server)
+    child, _ = server.compiling()
+    deadline = time.monotonic() + 120  # wait for the child's own children, if it starts any in time
+    while not _descendants(child) and time.monotonic() < deadline and _alive(child):
+        time.sleep(0.5)
+    started = {child, *_descendants(server.proc.pid)}
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=60)
+    assert _ended(started) == [], f"still running after the server stopped, of {sorted(started)}"
+    assert server.proc.returncode == 0, server.said
+    server._reader.join(10)
+    assert server.said[-1] == "lossless: stopped", server.said
+
+
+def test_a_killed_server_takes_its_compile_child_with_it(
+    tiny_checkpoint: Path, tmp_path: Path, serving: list[Serve]
+) -> None:
+    """SIGKILL leaves the server no time to stop anything: the child ends by itself (its parent-death
+    signal), rather than compile on for nobody."""
+    server = Serve(tiny_checkpoint, tmp_path)
+    serving.append(server)
+    child, _ = server.compiling()
+    server.proc.kill()
+    server.proc.wait(timeout=30)
+    assert _ended({child}) == []
+
+
+def _ended(pids: set[int], timeout_s: float = 10) -> list[int]:
+    """Those of ``pids`` still running after up to ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (left := sorted(p for p in pids if _alive(p))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, ...); None once the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def _alive(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")  # a zombie has ended, unreaped
+
+
+def _descendants(pid: int) -> set[int]:
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            parent[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= frontier
+    return found

@@ -2,11 +2,12 @@
 
 The seam for other token sources (the speculative decoder): a *token source* is an iterator of
 ``Accepted`` batches - the token ids it has committed, in order, each with the unwarped logits it was
-drawn from. ``generate_text`` consumes any such iterator and alone handles detokenization, stop
-sequences, eos, max_tokens, the context limit, logprobs and cancellation. It stops pulling as soon as
-it has enough, so a source should do its forward passes lazily (inside ``next``), and may commit more
-tokens in a batch than are wanted: the surplus is dropped. ``plain_tokens`` below is the
-one-token-per-step source; a speculative source yields 1..k+1 tokens a step the same way.
+drawn from. ``generate_text`` consumes any such iterator and alone (through ``TextAssembler``, which a
+batch of sequences drives directly, `batch_decode`) handles detokenization, stop sequences, eos,
+max_tokens, the context limit, logprobs and cancellation. It stops pulling as soon as it has enough, so
+a source should do its forward passes lazily (inside ``next``), and may commit more tokens in a batch
+than are wanted: the surplus is dropped. ``plain_tokens`` below is the one-token-per-step source; a
+speculative source yields 1..k+1 tokens a step the same way.
 
 What comes out, ``Delta`` (with ``TokenLogprob`` and ``FinishReason``), is defined here, where it is made.
 """
@@ -112,45 +113,69 @@ def generate_text(
 
     A delta is yielded once it has text to show (or at the end), carrying the tokens since the last one.
     """
-    text = _StopText(params.stop)
-    decoder = tokenizer.decoder()
-    ids: list[int] = []
-    logprobs: list[TokenLogprob] = []
-    n_out, start = 0, time.perf_counter()
-    finish: FinishReason | None = "length" if budget <= 0 else None
+    text = TextAssembler(tokenizer, params, budget)
     try:
-        while finish is None:
+        while text.finish is None:
             if cancel is not None and cancel.is_set():
-                finish = "cancelled"
+                text.finish = "cancelled"
                 break
             batch = next(source, None)
             if batch is None:  # a source may end by itself (e.g. its own token limit)
-                finish = "length"
+                text.finish = "length"
                 break
-            for j, token in enumerate(batch.token_ids):
-                n_out += 1
-                ids.append(token)
-                if params.logprobs:
-                    logprobs.append(token_logprob(batch.logits[j], token, params.top_logprobs, tokenizer))
-                eos = token in tokenizer.eos_ids and not params.ignore_eos
-                if eos or text.add(decoder.feed([token])):
-                    finish = "stop"
-                elif n_out >= budget:
-                    finish = "length"
-                if finish is not None:
-                    break
-            if finish is None and text.ready():
-                yield Delta(text.take(), tuple(ids), tuple(logprobs))
-                ids, logprobs = [], []
+            if (delta := text.add(batch)) is not None:
+                yield delta
     finally:
         close = getattr(source, "close", None)
         if close is not None:
             close()
-    if not text.stopped:
-        text.add(decoder.flush())  # an incomplete character at the very end shows as U+FFFD, as decode does
-    elapsed = time.perf_counter() - start
-    stats = {"completion_tokens": n_out, "decode_s": elapsed}
-    yield Delta(text.take(final=True), tuple(ids), tuple(logprobs), finish_reason=finish, stats=stats)
+    yield text.last()
+
+
+class TextAssembler:
+    """One generation's tokens -> its text deltas: detokenization, stop sequences, eos, the token budget
+    and logprobs. ``generate_text`` drives one from a token source; a batch (`batch_decode`) drives one
+    per sequence, a step at a time. ``finish`` is set once the generation must end."""
+
+    def __init__(self, tokenizer: Tokenizer, params: SamplingParams, budget: int) -> None:
+        self.tokenizer, self.params, self.budget = tokenizer, params, budget
+        self.text = _StopText(params.stop)
+        self.decoder = tokenizer.decoder()
+        self.ids: list[int] = []  # tokens since the last delta
+        self.logprobs: list[TokenLogprob] = []
+        self.n_out, self.start = 0, time.perf_counter()
+        self.finish: FinishReason | None = "length" if budget <= 0 else None
+
+    def add(self, batch: Accepted) -> Delta | None:
+        """Take a source's committed tokens (past the end: dropped); a delta when there is text to show."""
+        params = self.params
+        for j, token in enumerate(batch.token_ids):
+            if self.finish is not None:
+                break
+            self.n_out += 1
+            self.ids.append(token)
+            if params.logprobs:
+                logprob = token_logprob(batch.logits[j], token, params.top_logprobs, self.tokenizer)
+                self.logprobs.append(logprob)
+            eos = token in self.tokenizer.eos_ids and not params.ignore_eos
+            if eos or self.text.add(self.decoder.feed([token])):
+                self.finish = "stop"
+            elif self.n_out >= self.budget:
+                self.finish = "length"
+        if self.finish is None and self.text.ready():
+            delta = Delta(self.text.take(), tuple(self.ids), tuple(self.logprobs))
+            self.ids, self.logprobs = [], []
+            return delta
+        return None
+
+    def last(self) -> Delta:
+        """The final delta: what is left of the text, with ``finish`` and the figures."""
+        assert self.finish is not None, "the generation has not ended"
+        if not self.text.stopped:  # an incomplete character at the very end shows as U+FFFD, as decode does
+            self.text.add(self.decoder.flush())
+        stats = {"completion_tokens": self.n_out, "decode_s": time.perf_counter() - self.start}
+        text = self.text.take(final=True)
+        return Delta(text, tuple(self.ids), tuple(self.logprobs), finish_reason=self.finish, stats=stats)
 
 
 class _StopText:

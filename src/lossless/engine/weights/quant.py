@@ -116,6 +116,9 @@ class Int4Linear(nn.Module):
         super().__init__()
         self.out_features, self.in_features = weight.codes.shape
         self.kernel = kernel(kernel_name)[0]
+        # ours rounds and sums each activation row on its own, whatever the other rows (`block_kernels.cpp`):
+        # a continuous batch's rows come out as alone (`batch_forward.row_invariant`); torch's, unknown
+        self.row_invariant = self.kernel == "q8"
         if self.out_features % ROWS:
             pad = ROWS - self.out_features % ROWS
             weight = weight.map_rows(lambda t: F.pad(t, (0, 0, 0, pad)))
@@ -171,6 +174,7 @@ class Q8Linear(nn.Module):
     def __init__(self, weight: Tensor, codes: Tensor, scale: Tensor) -> None:
         super().__init__()
         self.out_features, self.in_features = codes.shape
+        self.row_invariant = True  # our kernel: each row rounded and summed on its own, as Int4Linear's
         self.weight = weight  # the dense weight (tied to the embedding): its dtype, and for reference
         pad = -self.out_features % ROWS
         unsigned = (F.pad(codes, (0, 0, 0, pad)).to(torch.int16) + 128).to(torch.uint8)  # q + 128: 0..255

@@ -1,6 +1,7 @@
 """The ASGI app: OpenAI routes (chat, completions, Responses) and Anthropic's Messages over one
-``Worker``, plus /health and /metrics. The Responses and Messages requests are translated into chat
-requests (``dialects/translate.py``), so all four share one path: parsing, tokenizing, the queue, the engine.
+``Worker`` (one request at a time) or ``BatchWorker`` (``--max-batch``: a continuous batch), plus /health
+and /metrics. The Responses and Messages requests are translated into chat requests
+(``dialects/translate.py``), so all four share one path: parsing, tokenizing, the queue, the engine.
 
 Every response, errors included, carries ``x-request-id`` (the client's, or a fresh one) and is counted
 in ``lossless_requests_total``; ``RequestContext`` wraps the whole Starlette app so that even its own
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from lossless.engine.engine import Engine
 from lossless.server.dialects import translate
 from lossless.server.dialects.dialect import MESSAGES, MESSAGES_PATH, RESPONSES, Dialect, error_for, respond
+from lossless.server.http.batch_worker import BatchWorker
 from lossless.server.http.limits import DEFAULT_LIMITS, BodyGuard, RequestLimits
 from lossless.server.http.metrics import CONTENT_TYPE, ExportedMetrics
 from lossless.server.http.worker import QueueFull, ShuttingDown, Worker
@@ -58,12 +60,14 @@ class AppState:
     aliases: frozenset[str]  # other names a request's ``model`` may use
     limits: RequestLimits
     token_bytes: int  # the longest token's text in UTF-8 bytes: bounds a prompt's length (`encode`)
+    batch: int = 1  # the continuous batch's slots; 1: one request at a time
+    batch_invariant: bool = True  # a request's numbers do not depend on the batch it shares
 
     @property
     def fingerprint(self) -> str:
         """system_fingerprint in every response: the same value, the same numerics served (read at each
         request: a background compile changes it once, `server.compiling`)."""
-        return system_fingerprint(self.engine)
+        return system_fingerprint(self.engine, self.batch, self.batch_invariant)
 
 
 def create_app(
@@ -73,12 +77,15 @@ def create_app(
     aliases: frozenset[str] = frozenset(),
     max_queue: int = 64,
     limits: RequestLimits = DEFAULT_LIMITS,
+    max_batch: int = 1,
 ) -> RequestContext:
     metrics = ExportedMetrics()
-    worker = Worker(engine, metrics, max_queue)
-    metrics.queue_length = worker.queue_length
+    worker = make_worker(engine, metrics, max_queue, max_batch)
+    metrics.queue_length, metrics.load = worker.queue_length, worker.load
     token_bytes = encode.max_token_bytes(engine)
-    served = AppState(engine, worker, metrics, name, aliases - {name}, limits, token_bytes)
+    batch = worker.max_batch if isinstance(worker, BatchWorker) else 1
+    invariant = worker.batch.invariant if isinstance(worker, BatchWorker) else True
+    served = AppState(engine, worker, metrics, name, aliases - {name}, limits, token_bytes, batch, invariant)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -125,6 +132,14 @@ def create_app(
     return RequestContext(guard, metrics, begin_shutdown)
 
 
+def make_worker(engine: Engine, metrics: ExportedMetrics, max_queue: int, max_batch: int) -> Worker:
+    """A continuous batch of up to ``max_batch`` plain generations, or one job at a time: with one slot,
+    and while speculative decoding (which is not batched yet) is on."""
+    if max_batch > 1 and engine.drafter is None:
+        return BatchWorker(engine, metrics, max_queue, max_batch)
+    return Worker(engine, metrics, max_queue)
+
+
 class RequestContext:
     """Pure ASGI (``BaseHTTPMiddleware`` would buffer and slow streams): request id in, header out, count.
 
@@ -161,22 +176,26 @@ def _warm_grammars(engine: Engine) -> None:
         warm(engine.tokenizer)
 
 
-def system_fingerprint(engine: Engine) -> str:
+def system_fingerprint(engine: Engine, batch: int = 1, invariant: bool = True) -> str:
     """OpenAI's system_fingerprint names the backend configuration that produced a response; ours says
     what changes the numbers: the version, the weights' dtype (int4q8: int4 on our kernel, activations
     in int8 as llama.cpp's, `quant.kernel`), the prompts' where it differs, the output layer's kernel
     where it is not torch's (the file's Q8_0 blocks on ours, `quant.Q8Linear`; a packed bfloat16 weight,
-    `engine.weights.packed`), compiled, and the drafter (lossless-0.1.0-float32-ngram,
-    lossless-0.1.0-int4-float32prompts-compiled-none, lossless-0.1.0-int4q8-q8output-compiled-dspark).
-    A verify or bench record carries it, so two runs show whether the same thing served them."""
+    `engine.weights.packed`), compiled, the continuous batch (``-batch16``: up to 16 requests decoded
+    together, each as it would be alone, `engine.model.batch_decode`; ``-batch16-variant``: dense matmuls
+    whose last bits move with the batch) and the drafter
+    (lossless-0.1.0-float32-ngram, lossless-0.1.0-int4-float32prompts-compiled-none,
+    lossless-0.1.0-int4q8-q8output-compiled-dspark, lossless-0.1.0-int4q8-q8output-batch16-none). A
+    verify or bench record carries it, so two runs show whether the same thing served them."""
     from lossless import __version__
 
     drafter = engine.spec.kind if engine.spec is not None else "none"
     dtype = "int4q8" if engine.int4_kernel is not None and engine.int4_kernel[0] == "q8" else engine.dtype
     prompts = f"-{engine.prompt_dtype}prompts" if engine.prompt_dtype != engine.dtype else ""
     output = {"q8": "-q8output", "packed": "-packed"}.get(engine.output_layer or "", "")
-    compiled = "-compiled" if engine.compiled else ""
-    return f"lossless-{__version__}-{dtype}{prompts}{output}{compiled}-{drafter}"
+    compiled = "-compiled" if engine.compiled and batch == 1 else ""  # the batch runs eagerly
+    batched = (f"-batch{batch}" + ("" if invariant else "-variant")) if batch > 1 else ""
+    return f"lossless-{__version__}-{dtype}{prompts}{output}{compiled}{batched}-{drafter}"
 
 
 def _served(request: Request) -> AppState:

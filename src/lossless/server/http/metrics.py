@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -23,6 +24,21 @@ TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 # One decode step of a 135M model on a CPU takes ~30 ms; speculative steps split a step over its tokens.
 ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # sequences in one batched step
+
+
+@dataclass(frozen=True)
+class ServingLoad:
+    """What the engine holds now, as the worker last saw it (read by /metrics from another thread)."""
+
+    running: int = 0  # requests generating (in the batch, or the one job of the one-at-a-time worker)
+    slots: int = 1  # KV cache slots: sequences that may run at once (--max-batch)
+    slots_used: int = 0
+    kv_positions: int | None = None  # positions held in the slots' KV caches; None: not tracked
+
+
+def _reading(value: float) -> Callable[[], Mapping[tuple[str, ...], float]]:
+    return lambda: {(): float(value)}
 
 
 def _labels(names: Sequence[str], values: Sequence[str]) -> str:
@@ -152,7 +168,11 @@ class ExportedMetrics:
             "Verify steps by how many drafted tokens they accepted.",
             ("accepted",),
         )
+        self.batch_size = Histogram(
+            "lossless_batch_size", "Sequences in each step of the continuous batch.", BATCH_BUCKETS
+        )
         self.queue_length: Callable[[], int] = lambda: 0  # the worker plugs its queue in here
+        self.load: Callable[[], ServingLoad] = ServingLoad  # and what it holds
 
     def record_spec_stats(self, stats: Mapping[str, Any]) -> None:
         """Add one request's speculative figures; keys that are absent (plain decoding) are skipped."""
@@ -186,6 +206,16 @@ class ExportedMetrics:
         drafted = self.drafted.value()
         return {(): self.accepted.value() / drafted} if drafted else {}
 
+    def _load_gauges(self) -> tuple[Gauge, ...]:
+        load = self.load()
+        figures = (
+            ("lossless_requests_running", "Requests generating now.", load.running),
+            ("lossless_kv_slots", "KV cache slots: requests that may generate at once.", load.slots),
+            ("lossless_kv_slots_used", "KV cache slots holding a request.", load.slots_used),
+            ("lossless_kv_positions_used", "Token positions held in the KV cache slots.", load.kv_positions),
+        )
+        return tuple(Gauge(name, text, _reading(value)) for name, text, value in figures if value is not None)
+
     def render(self) -> str:
         gauges = (
             Gauge(
@@ -193,6 +223,7 @@ class ExportedMetrics:
                 "Requests waiting for the worker.",
                 lambda: {(): float(self.queue_length())},
             ),
+            *self._load_gauges(),
             Gauge("lossless_spec_acceptance_rate", "Accepted / drafted tokens.", self._acceptance_rate),
             Gauge(
                 "lossless_spec_mean_accepted_length",
@@ -206,7 +237,7 @@ class ExportedMetrics:
                 ("position",),
             ),
         )
-        metrics = (
+        metrics: tuple[Counter | Histogram | Gauge, ...] = (
             self.requests,
             self.prompt_tokens,
             self.generation_tokens,
@@ -217,6 +248,7 @@ class ExportedMetrics:
             self.drafted,
             self.accepted,
             self.steps,
+            self.batch_size,
             *gauges,
         )
         return "\n".join(line for m in metrics for line in m.render()) + "\n"

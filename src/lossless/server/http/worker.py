@@ -20,7 +20,7 @@ from typing import Any
 
 from lossless.engine.engine import Engine
 from lossless.engine.torch_thread import in_fresh_thread
-from lossless.server.http.metrics import ExportedMetrics
+from lossless.server.http.metrics import ExportedMetrics, ServingLoad
 from lossless.server.jobs import EngineJob, Failed, Finished, Scored, Started
 
 SHUTTING_DOWN = "the server is shutting down"
@@ -59,6 +59,7 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._current: EngineJob | None = None
         self._service_s = 1.0  # moving average of a job's time on the engine, for Retry-After
+        self._at_once = 1  # jobs served at the same time (a batch: its slots)
 
     def start(self) -> None:
         if self._thread is None:
@@ -103,16 +104,26 @@ class Worker:
         with self._changed:
             return len(self._waiting)
 
+    def load(self) -> ServingLoad:
+        running = int(self._current is not None)
+        return ServingLoad(running=running, slots=1, slots_used=running)
+
     def submit(self, job: EngineJob) -> None:
         with self._changed:
             if not self._accepting:
                 raise ShuttingDown(SHUTTING_DOWN)
             waiting = len(self._waiting)
-            if waiting >= self.max_queue:
-                raise QueueFull(retry_after_s=max(1, math.ceil((waiting + 1) * self._service_s)))
+            if waiting - self._free_places() >= self.max_queue:
+                wait_s = (waiting + 1) * self._service_s / self._at_once
+                raise QueueFull(retry_after_s=max(1, math.ceil(wait_s)))
             self._waiting.append(job)
             self._changed.notify()
         self.metrics.prompt_tokens.inc(len(job.prompt_ids))
+
+    def _free_places(self) -> int:
+        """Places where waiting jobs are about to start without counting against the queue (a batch's
+        free slots: they join at the next step)."""
+        return 0
 
     def withdraw(self, job: EngineJob) -> None:
         """The client left: cancel ``job``; if it is still waiting, free its slot and end it now."""
@@ -146,22 +157,27 @@ class Worker:
                 self._service_s = 0.8 * self._service_s + 0.2 * (self.clock() - start)
 
     def _run_job(self, job: EngineJob) -> None:
+        if self._begin(job):
+            self._generate(job)
+
+    def _begin(self, job: EngineJob) -> bool:
+        """A job picked up: started, scored if it asks, or ended at once; True when it is to generate."""
         queue_s = self.clock() - job.admitted
         self.metrics.queue_wait.observe(queue_s)
         if job.cancel.is_set():  # the client left (or shutdown began) as the job was picked up
             if self._cut:
                 job.emit(Failed(SHUTTING_DOWN, status=503))
-                return
+                return False
             self.metrics.cancelled.inc()
             job.emit(Finished("cancelled", 0, None, 0.0))
-            return
+            return False
         job.emit(Started(queue_s))
         if job.score_top is not None:
             job.emit(Scored(self.engine.score(job.prompt_ids, job.score_top)))
         if job.params.max_tokens == 0:
             job.emit(Finished("length", 0, None, 0.0))
-            return
-        self._generate(job)
+            return False
+        return True
 
     def _generate(self, job: EngineJob) -> None:
         start = last = self.clock()
