@@ -11,8 +11,8 @@ The steps run in a thread that ends when the batch empties and nobody waits (one
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from lossless.engine.engine import Engine
 from lossless.engine.model.batch_decode import DecodeBatch
@@ -20,17 +20,8 @@ from lossless.engine.model.generate import Delta
 from lossless.engine.torch_thread import in_fresh_thread
 from lossless.errors import UsageError
 from lossless.server.http.metrics import ExportedMetrics, ServingLoad
-from lossless.server.http.worker import SHUTTING_DOWN, Worker
-from lossless.server.jobs import EngineJob, Failed, Finished
-
-
-@dataclass
-class _Progress:  # one running job's figures, for its Finished and the metrics
-    start: float  # when it joined the batch
-    first: float | None = None  # its first token
-    last: float = 0.0  # its latest token
-    tokens: int = 0
-    stats: dict[str, object] = field(default_factory=dict)
+from lossless.server.http.worker import Progress, Worker
+from lossless.server.jobs import EngineJob, Failed
 
 
 class BatchWorker(Worker):
@@ -45,7 +36,7 @@ class BatchWorker(Worker):
         super().__init__(engine, metrics, max_queue, clock)
         self.max_batch = self._at_once = max_batch
         self.batch: DecodeBatch[EngineJob] = engine.decode_batch(max_batch)
-        self._running: dict[EngineJob, _Progress] = {}  # touched by the batch's thread only
+        self._running: dict[EngineJob, Progress] = {}  # touched by the batch's thread only
         self._load = ServingLoad(slots=max_batch)  # replaced whole after every step: read by /metrics
 
     def load(self) -> ServingLoad:
@@ -110,36 +101,21 @@ class BatchWorker(Worker):
                 job.emit(Failed(str(exc), status=400))
                 continue
             self.batch.add(job, job.prompt_ids, job.params)
-            self._running[job] = _Progress(start=self.clock())
+            now = self.clock()
+            self._running[job] = Progress(now, now)
 
     def _leave_cancelled(self) -> None:
         for job in [job for job in self._running if job.cancel.is_set()]:
             self.batch.cancel(job)  # its last text is nobody's: the client left, or shutdown cut it
-            self._end(job, "cancelled")
+            self._end(job, "cancelled", {})
 
     def _deliver(self, job: EngineJob, delta: Delta) -> None:
-        progress, now = self._running[job], self.clock()
-        if n := len(delta.token_ids):
-            if progress.first is None:
-                progress.first = now
-                self.metrics.ttft.observe(now - job.admitted)
-            else:
-                self.metrics.itl.observe((now - progress.last) / n, n)
-            progress.last, progress.tokens = now, progress.tokens + n
-            self.metrics.generation_tokens.inc(n)
+        self._count(job, self._running[job], delta)
         job.emit(delta)
         if delta.finish_reason is not None:
-            progress.stats = dict(delta.stats)
-            self._end(job, delta.finish_reason)
+            self._end(job, delta.finish_reason, delta.stats)
 
-    def _end(self, job: EngineJob, finish: str) -> None:
+    def _end(self, job: EngineJob, finish: str, stats: Mapping[str, Any]) -> None:
         progress = self._running.pop(job)
         self._service_s = 0.8 * self._service_s + 0.2 * (self.clock() - progress.start)
-        if finish == "cancelled" and self._cut:  # cut by shutdown, not by its client: say so
-            job.emit(Failed(SHUTTING_DOWN, status=503))
-            return
-        if finish == "cancelled":
-            self.metrics.cancelled.inc()
-        prefill_s = None if progress.first is None else progress.first - progress.start
-        decode_s = (progress.last or progress.start) - progress.start
-        job.emit(Finished(finish, progress.tokens, prefill_s, decode_s, progress.stats))
+        self._finish(job, progress, finish, stats)

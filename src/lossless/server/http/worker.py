@@ -16,14 +16,26 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from lossless.engine.engine import Engine
+from lossless.engine.model.generate import Delta
 from lossless.engine.torch_thread import in_fresh_thread
 from lossless.server.http.metrics import ExportedMetrics, ServingLoad
 from lossless.server.jobs import EngineJob, Failed, Finished, Scored, Started
 
 SHUTTING_DOWN = "the server is shutting down"
+
+
+@dataclass
+class Progress:
+    """One generating job's figures, for its Finished and the metrics."""
+
+    start: float  # when it began generating
+    last: float  # its latest token (``start`` before the first)
+    first: float | None = None  # its first token
+    tokens: int = 0
 
 
 class QueueFull(Exception):
@@ -180,22 +192,14 @@ class Worker:
         return True
 
     def _generate(self, job: EngineJob) -> None:
-        start = last = self.clock()
-        first: float | None = None
-        tokens, finish = 0, "length"
+        start = self.clock()
+        progress = Progress(start, start)
+        finish = "length"
         stats: Mapping[str, Any] = {}
         stream = self.engine.generate(job.prompt_ids, job.params, job.cancel)
         try:
             for delta in stream:
-                now = self.clock()
-                if n := len(delta.token_ids):
-                    if first is None:
-                        first = now
-                        self.metrics.ttft.observe(now - job.admitted)
-                    else:  # a speculative step's tokens arrive together and share the gap
-                        self.metrics.itl.observe((now - last) / n, n)
-                    last, tokens = now, tokens + n
-                    self.metrics.generation_tokens.inc(n)
+                self._count(job, progress, delta)
                 job.emit(delta)
                 if delta.finish_reason is not None:
                     finish, stats = delta.finish_reason, delta.stats
@@ -207,11 +211,27 @@ class Worker:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+        self._finish(job, progress, finish, stats)
+
+    def _count(self, job: EngineJob, progress: Progress, delta: Delta) -> None:
+        """A delta's tokens into the job's figures and the metrics."""
+        now = self.clock()
+        if n := len(delta.token_ids):
+            if progress.first is None:
+                progress.first = now
+                self.metrics.ttft.observe(now - job.admitted)
+            else:  # a speculative step's tokens arrive together and share the gap
+                self.metrics.itl.observe((now - progress.last) / n, n)
+            progress.last, progress.tokens = now, progress.tokens + n
+            self.metrics.generation_tokens.inc(n)
+
+    def _finish(self, job: EngineJob, progress: Progress, finish: str, stats: Mapping[str, Any]) -> None:
+        """A job that generated ends: its Finished with its figures, or a 503 where shutdown cut it."""
         self.metrics.record_spec_stats(stats)
         if finish == "cancelled" and self._cut:  # cut by shutdown, not by its client: say so
             job.emit(Failed(SHUTTING_DOWN, status=503))
             return
         if finish == "cancelled":
             self.metrics.cancelled.inc()
-        prefill_s = None if first is None else first - start
-        job.emit(Finished(finish, tokens, prefill_s, last - start, stats))
+        prefill_s = None if progress.first is None else progress.first - progress.start
+        job.emit(Finished(finish, progress.tokens, prefill_s, progress.last - progress.start, stats))
