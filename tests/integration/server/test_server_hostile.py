@@ -437,6 +437,7 @@ def test_an_integer_too_long_to_read_is_a_400(server: Server) -> None:
             rb'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\udc00"}]}]}',
             "messages[0].content",
         ),
+        ("/v1/responses", rb'{"input": "hi", "max_output_tokens": 2, "text": {"\ud800": null}}', "text"),
     ],
 )
 def test_a_lone_surrogate_in_text_is_a_400(server: Server, path: str, body: bytes, param: str) -> None:

@@ -18,10 +18,14 @@ ones. Policy, where the API leaves room:
   not honour. ``reasoning`` items in ``input`` are skipped: this server makes none.
 - Usage is the chat path's: ``input_tokens`` is its prompt_tokens, ``output_tokens`` its
   completion_tokens; no prompt cache (``cached_tokens`` 0) and no reasoning tokens.
+- The Response repeats ``instructions``, ``tools``, ``tool_choice`` and ``text`` as they were sent, so a
+  lone UTF-16 surrogate anywhere in them (a key too), which JSON can spell but no UTF-8 answer can hold,
+  is a 400, as one in any text the tokenizer reads is on the chat path.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -74,7 +78,16 @@ def parse(body: dict[str, Any], model: str, aliases: frozenset[str]) -> ApiReque
         "top_p": req.params.top_p,
         "text": body.get("text") or {"format": {"type": "text"}},
     }
+    for key in ("instructions", "tool_choice", "tools", "text"):  # as sent: parts no other check reads
+        _echoable(echo[key], key)
     return replace(req, dialect=echo)
+
+
+def _echoable(value: Any, param: str) -> None:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest(f"{param} is not valid Unicode: it holds a lone surrogate", param=param) from exc
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:

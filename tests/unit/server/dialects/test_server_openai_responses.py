@@ -108,6 +108,13 @@ def test_unknown_fields_are_listed_and_stateful_ones_refused() -> None:
         ({"tool_choice": 3}, "tool_choice"),
         ({"text": {"format": {"type": "yaml"}}}, "text.format"),
         ({"instructions": ["x"]}, "instructions"),
+        # repeated in the answer as sent, so a lone surrogate anywhere in them (a key too) is refused
+        ({"text": {"\ud800": None}}, "text"),
+        ({"tools": [{**TOOL, "strict": {"x": "\udfff"}}]}, "tools"),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "function", "name": "get_time", "\udc00": 1}},
+            "tool_choice",
+        ),
     ],
 )
 def test_refusals_name_the_field(fields: dict[str, Any], param: str) -> None:
