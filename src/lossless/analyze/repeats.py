@@ -1,10 +1,14 @@
-"""Repeated runs (bench --repeat N): each statistic per run, and its between-run 95% confidence interval.
+"""Repeated runs (bench --repeat N): each statistic per run, its between-run 95% confidence interval, and
+the 95% interval one more run will fall in.
 
 A run's percentiles vary from run to run by more than one run's bootstrap says (the server's state, a
-neighbour, the order the endpoints went in): the spread of N whole runs is the honest error bar. The
-interval is Student's t over the N values of the statistic (N - 1 degrees of freedom), on the log scale
-for positive values (a geometric mean). ``ratio_over_runs`` compares two sets of runs the same way
-(Welch).
+neighbour, the order the endpoints went in, how long the sampled answers came out): the spread of N whole
+runs is the honest error bar. Both intervals are Student's t over the N values of the statistic (N - 1
+degrees of freedom), on the log scale for positive values (a geometric mean): ``ci95`` is where the mean
+of all runs lies (half-width t s / sqrt(N)); ``rerun95`` is where a single further run's value lies
+(half-width t s sqrt(1 + 1/N), a prediction interval). They differ by sqrt(N + 1), twice at N = 3: a
+rerun falls outside the mean's interval of 3 runs in 16% of cases even when nothing changed, so a rerun
+is to be read against ``rerun95``. ``ratio_over_runs`` compares two sets of runs (Welch).
 """
 
 from __future__ import annotations
@@ -27,21 +31,24 @@ SPREAD = (*(f"{m.key} {s}" for m in METRICS for s in m.overview), "tok/s", "req/
 
 @dataclass(frozen=True)
 class Spread:
-    """One statistic over N runs: each run's value, their (geometric, when all positive) mean, and its
-    t-interval."""
+    """One statistic over N runs: each run's value, their (geometric, when all positive) mean, its
+    t-interval, and the t-interval of one more run (None in summaries written before it was added)."""
 
     runs: tuple[float, ...]
     mean: float
     ci95: tuple[float, float]
+    rerun95: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"runs": list(self.runs), "mean": self.mean, "ci95": list(self.ci95)}
+        found = {"runs": list(self.runs), "mean": self.mean, "ci95": list(self.ci95)}
+        return found | ({} if self.rerun95 is None else {"rerun95": list(self.rerun95)})
 
     @classmethod
     def from_dict(cls, d: object) -> Spread:
         d = _obj(d)
         runs = tuple(_num(v, "runs") for v in _list(d["runs"], "runs"))
-        return cls(runs, _num(d["mean"], "mean"), _pair(d["ci95"], "ci95"))
+        rerun = None if d.get("rerun95") is None else _pair(d["rerun95"], "rerun95")
+        return cls(runs, _num(d["mean"], "mean"), _pair(d["ci95"], "ci95"), rerun)
 
 
 @dataclass(frozen=True)
@@ -60,21 +67,21 @@ class Repeats:
 
 
 def spread(values: Sequence[float]) -> Spread:
-    """The runs' mean and t-interval; for values that are all positive (times, speeds, throughputs) on
-    the log scale, so that the centre is the geometric mean and the interval never goes below zero: a
-    run's times vary by a factor, not by an amount, when the machine is busier."""
+    """The runs' mean, its t-interval and a further run's; for values that are all positive (times,
+    speeds, throughputs) on the log scale, so that the centre is the geometric mean and no interval goes
+    below zero: a run's times vary by a factor, not by an amount, when the machine is busier."""
     x = np.asarray(values, dtype=float)
-    t = float(stats.t.ppf(0.975, x.size - 1)) / np.sqrt(x.size)
-    if (x > 0).all():
-        logs = np.log(x)
-        centre, half = float(logs.mean()), t * float(logs.std(ddof=1))
-        return Spread(
-            tuple(float(v) for v in x),
-            float(np.exp(centre)),
-            (float(np.exp(centre - half)), float(np.exp(centre + half))),
-        )
-    mean, half = float(x.mean()), t * float(x.std(ddof=1))
-    return Spread(tuple(float(v) for v in x), mean, (mean - half, mean + half))
+    t = float(stats.t.ppf(0.975, x.size - 1))
+    mean_se, rerun_se = 1 / np.sqrt(x.size), np.sqrt(1 + 1 / x.size)  # in units of one run's sd
+    positive = bool((x > 0).all())
+    y = np.log(x) if positive else x
+    centre, sd = float(y.mean()), float(y.std(ddof=1))
+    back = np.exp if positive else (lambda v: v)
+
+    def around(se: float) -> tuple[float, float]:
+        return float(back(centre - t * sd * se)), float(back(centre + t * sd * se))
+
+    return Spread(tuple(float(v) for v in x), float(back(centre)), around(mean_se), around(rerun_se))
 
 
 def by_run(records: Sequence[RequestRecord]) -> dict[int, list[RequestRecord]]:

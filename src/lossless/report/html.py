@@ -24,7 +24,7 @@ from lossless.report.notes import endpoint_notes
 from lossless.report.page import figure, page, section, table
 from lossless.report.probe import probe_section
 from lossless.report.tasks import tasks_section
-from lossless.report.terminal import repeat_rows
+from lossless.report.terminal import REPEAT_INTERVALS, repeat_rows
 from lossless.report.verify import verify_section
 from lossless.rundir import INSPECT, PROBE, TASKS, SavedRun, first_line, read_run
 
@@ -66,7 +66,7 @@ def _overview(summary: Summary) -> str:
     headers, rows = repeat_rows(summary)
     if rows:
         body += (
-            f'<h2 style="margin-top:14px">Over the runs: mean (between-run 95% CI)</h2>{table(headers, rows)}'
+            f'<h2 style="margin-top:14px">Over the runs: mean ({REPEAT_INTERVALS})</h2>{table(headers, rows)}'
         )
     if summary.stopped:
         body += f'<p class="about"><b>Sweep stopped</b>: {escape(summary.stopped)}</p>'

@@ -16,6 +16,7 @@ _COLUMNS = tuple((m, stat) for m in METRICS for stat in m.terminal)
 _CLASS_COLUMNS = tuple((m, stat) for m in METRICS for stat in m.by_class)
 
 
+REPEAT_INTERVALS = "between-run 95% CI; where 95% of further runs fall"  # Spread's ci95; rerun95
 THIN_NOTE = "~ fewer requests than the percentile is read from (p90: 10, p99: 100): a rough figure"
 
 
@@ -52,8 +53,9 @@ def _classes(summary: Summary, console: Console) -> None:
 
 
 def repeat_rows(summary: Summary) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    """bench --repeat: per endpoint and load, each overview statistic's mean over the runs and its
-    between-run 95% CI ("12 (11-13)"); the headers, and the rows."""
+    """bench --repeat: per endpoint and load, each overview statistic's mean over the runs, its
+    between-run 95% CI and the 95% interval of one more run ("12 (11-13; 10-14)"); the headers, and the
+    rows."""
     shown = [k for k in SPREAD if any(e.repeats and k in e.repeats.stats for e in summary.endpoints)]
     rows = []
     for e in summary.endpoints:
@@ -63,11 +65,12 @@ def repeat_rows(summary: Summary) -> tuple[tuple[str, ...], list[tuple[str, ...]
         for key in shown:
             s = e.repeats.stats.get(key)
             digits = METRIC[key.split()[0]].digits if " " in key else 1
-            cells.append(
-                "-"
-                if s is None
-                else f"{s.mean:,.{digits}f} ({s.ci95[0]:,.{digits}f}-{s.ci95[1]:,.{digits}f})"
-            )
+            if s is None:
+                cells.append("-")
+                continue
+            intervals = [s.ci95] if s.rerun95 is None else [s.ci95, s.rerun95]
+            within = "; ".join(f"{lo:,.{digits}f}-{hi:,.{digits}f}" for lo, hi in intervals)
+            cells.append(f"{s.mean:,.{digits}f} ({within})")
         rows.append((e.name, e.load, str(e.repeats.runs), *cells))
     headers = tuple(METRIC[k.split()[0]].header(k.split()[1]) if " " in k else k for k in shown)
     return ("endpoint", "load", "runs", *headers), rows
@@ -77,7 +80,7 @@ def _repeats(summary: Summary, console: Console) -> None:
     headers, rows = repeat_rows(summary)
     if not rows:
         return
-    table = Table(title="over the runs: mean (between-run 95% CI)", title_justify="left")
+    table = Table(title=f"over the runs: mean ({REPEAT_INTERVALS})", title_justify="left")
     for header in headers:
         table.add_column(header, justify="left" if header in ("endpoint", "load") else "right")
     for row in rows:

@@ -101,14 +101,18 @@ def test_a_closed_loop_that_buys_no_throughput_is_saturated() -> None:
 
 
 def test_between_run_intervals() -> None:
+    """The mean's interval, and the wider one a single further run falls in (a prediction interval)."""
     s = spread([10.0, 12.0, 14.0])  # positive: on the log scale
     logs = np.log([10.0, 12.0, 14.0])
     half = 4.303 * logs.std(ddof=1) / 3**0.5
     assert s.mean == pytest.approx(np.exp(logs.mean()))
     assert s.ci95 == pytest.approx((np.exp(logs.mean() - half), np.exp(logs.mean() + half)), rel=1e-3)
+    rerun = half * 2  # a further run's interval: sqrt(1 + 1/3) over 1/sqrt(3), twice the mean's at 3 runs
+    assert s.rerun95 == pytest.approx((np.exp(logs.mean() - rerun), np.exp(logs.mean() + rerun)), rel=1e-3)
     assert spread([1.0, 30.0, 2.0]).ci95[0] > 0  # a busier run multiplies the times: no negative bound
     signed = spread([-1.0, 0.0, 1.0])
     assert signed.mean == 0.0 and signed.ci95 == pytest.approx((-4.303 / 3**0.5, 4.303 / 3**0.5), rel=1e-3)
+    assert signed.rerun95 == pytest.approx((-4.303 * (4 / 3) ** 0.5, 4.303 * (4 / 3) ** 0.5), rel=1e-3)
     found = ratio_over_runs([10.0, 11.0, 9.0], [20.0, 22.0, 18.0])
     assert found is not None and found[0] == pytest.approx(2.0, rel=0.01) and found[1][0] > 1.5
     assert ratio_over_runs([10.0], [20.0, 21.0]) is None
