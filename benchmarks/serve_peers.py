@@ -27,16 +27,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from lossless import models
-from support import LlamaServer, LosslessServer, VllmServer, hf_folder
+from support import LlamaServer, LosslessServer, VllmServer, alone, bench_one, hf_folder
 
 SUITES = ("short", "grounded")  # open chat, and answers that quote a passage the prompt holds
 LLAMA_SPEC = ("ngram-simple", "ngram-mod", "ngram-map-k")  # its model-free drafters (no draft GGUF exists)
@@ -62,29 +58,6 @@ def servers(threads: int, vllm: bool) -> dict[str, tuple[str, Any]]:
     return found
 
 
-def bench(url: str, model: str, suite: str, requests: int, out: Path) -> dict[str, Any]:
-    """One `lossless bench` run as a user types it; its summary's one endpoint."""
-    endpoints = out.with_suffix(".toml")
-    endpoints.write_text(
-        f'[[endpoint]]\nname = "{out.parent.name}"\nbase_url = "{url}"\nmodel = "{model}"\n'
-        "body = { temperature = 0 }\n"
-    )
-    argv = [sys.executable, "-m", "lossless.cli", "bench", "--endpoints", str(endpoints), "--suite", suite]
-    argv += ["--requests", str(requests), "--max-tokens", "128", "--out", str(out), "--overwrite"]
-    subprocess.run(argv, check=True, capture_output=True, text=True)
-    endpoints.unlink()
-    (entry,) = json.loads((out / "summary.json").read_text())["endpoints"]
-    return dict(entry)
-
-
-@contextmanager
-def alone(name: str, start: Any) -> Iterator[Any]:
-    began = time.monotonic()
-    with start() as server:
-        print(f"  {name}: ready in {time.monotonic() - began:.0f} s ({server.name})", file=sys.stderr)
-        yield server
-
-
 def measure(out: Path, runs: int, requests: int, threads: int, vllm: bool) -> list[dict[str, Any]]:
     rows = []
     table = servers(threads, vllm)
@@ -97,7 +70,7 @@ def measure(out: Path, runs: int, requests: int, threads: int, vllm: bool) -> li
                 for suite in SUITES:
                     where = out / f"run{run + 1}" / name.replace(" ", "-") / suite
                     where.parent.mkdir(parents=True, exist_ok=True)
-                    entry = bench(server.url, model, suite, requests, where)
+                    entry = bench_one(server.url, model, suite, requests, where)
                     speed = entry["output_tps"]["p50"]
                     row = {"run": run + 1, "endpoint": name, "suite": suite, "output_tps_p50": speed}
                     rows.append(row | {"ttft_ms_p50": entry["ttft_ms"]["p50"], "ok": entry["requests"]["ok"]})

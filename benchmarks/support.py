@@ -4,6 +4,8 @@
   lossy engines, llama.cpp's vocabularies), re-exported here. pytest finds that folder on its
   pythonpath; a script run as ``python benchmarks/NAME.py`` does not, so this module adds it, once.
 - ``serve_lossless()``: ``lossless serve`` in a process of its own, as a user starts it.
+- ``alone()`` and ``bench_one()``: a server started alone on the machine, measured by a ``lossless
+  bench`` run as a user types it (serve_peers.py, serve_load.py).
 - ``serve_sse()``: a fast OpenAI-style SSE server for the client's benchmarks (client_speed.py,
   workers_speed.py): raw asyncio, HTTP/1.1 keep-alive, chunked. The request body's ``max_tokens`` is the
   number of events; ``x_interval_us`` spaces them (0: as fast as possible, ``x_batch`` events per
@@ -21,9 +23,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import httpx
 
@@ -57,6 +62,8 @@ __all__ = [
     "LosslessServer",
     "TransformersServer",
     "VllmServer",
+    "alone",
+    "bench_one",
     "hf_folder",
     "lossy_engines",
     "requantize",
@@ -99,6 +106,37 @@ def serve_lossless(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.5)
     proc.kill()
     raise SystemExit(f"lossless serve {' '.join(extra)} did not answer in 300 s")
+
+
+# --- one server at a time, measured by `lossless bench` --------------------------------------------------
+
+
+@contextmanager
+def alone(name: str, start: Callable[[], Any]) -> Iterator[Any]:
+    """The server ``start()`` makes, running (and alone on the machine while the caller measures it)."""
+    began = time.monotonic()
+    with start() as server:
+        print(f"  {name}: ready in {time.monotonic() - began:.0f} s ({server.name})", file=sys.stderr)
+        yield server
+
+
+def bench_one(
+    url: str, model: str, suite: str, requests: int, out: Path, concurrency: int = 1
+) -> dict[str, Any]:
+    """One `lossless bench` run as a user types it: greedy, at most 128 tokens, ``concurrency`` requests
+    in flight, the run folder ``out`` (its endpoint named after ``out``'s parent); its summary's one
+    endpoint."""
+    endpoints = out.with_suffix(".toml")
+    endpoints.write_text(
+        f'[[endpoint]]\nname = "{out.parent.name}"\nbase_url = "{url}"\nmodel = "{model}"\n'
+        "body = { temperature = 0 }\n"
+    )
+    argv = [*LOSSLESS, "bench", "--endpoints", str(endpoints), "--suite", suite, "--requests", str(requests)]
+    argv += ["--concurrency", str(concurrency), "--max-tokens", "128", "--out", str(out), "--overwrite"]
+    subprocess.run(argv, check=True, capture_output=True, text=True)
+    endpoints.unlink()
+    (entry,) = json.loads((out / "summary.json").read_text())["endpoints"]
+    return dict(entry)
 
 
 # --- a fast SSE server ---------------------------------------------------------------------------------
