@@ -206,7 +206,8 @@ def run_flags(fn: Any) -> Any:
             show_default=True,
             type=click.IntRange(1, MAX_REPEAT),
             help="Run the whole measurement this many times (fresh connections, the endpoints' order "
-            "alternating): each statistic gets a between-run 95% CI.",
+            "alternating): each statistic gets a between-run 95% CI, and the 95% interval one more "
+            "run falls in.",
         ),
         click.option(
             "--probe-rate",
