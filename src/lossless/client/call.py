@@ -83,6 +83,7 @@ async def call(
         )
     except TransportError as exc:
         kind, message = exc.kind, str(exc)
+        got.connection = exc.connection
     except MalformedStream as exc:
         kind, message = Failure.MALFORMED_STREAM, session.redact(str(exc))
     except StreamError as exc:

@@ -98,9 +98,10 @@ def connection_of(marks: dict[str, int]) -> Connection:
 
 
 class TransportError(Exception):
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, connection: Connection | None = None) -> None:
         super().__init__(message)
         self.kind = kind  # Failure.CONNECTION or Failure.TIMEOUT_CONNECT
+        self.connection = connection or Connection()  # the one the (last) attempt failed on, where known
 
 
 class Response:
@@ -192,9 +193,10 @@ class Session:
         try:
             resp = await self._send(path, body, marks)
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise TransportError(Failure.TIMEOUT_CONNECT, "connect timed out") from exc
+            raise TransportError(Failure.TIMEOUT_CONNECT, "connect timed out", connection_of(marks)) from exc
         except aiohttp.ClientError as exc:
-            raise TransportError(Failure.CONNECTION, self.redact(f"{type(exc).__name__}: {exc}")) from exc
+            message = self.redact(f"{type(exc).__name__}: {exc}")
+            raise TransportError(Failure.CONNECTION, message, connection_of(marks)) from exc
         finally:
             _MARKS.reset(token)
         try:

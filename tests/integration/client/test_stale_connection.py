@@ -90,6 +90,7 @@ def test_a_failure_on_a_new_connection_is_not_sent_again() -> None:
                 with pytest.raises(TransportError) as failed:
                     await post(session)
                 assert failed.value.kind == "connection"
+                assert failed.value.connection.kind == "new"  # the record says which kind failed
             finally:
                 await session.aclose()
             return seen
