@@ -5,7 +5,9 @@ Candidates: our server in float32 and in bfloat16, and llama.cpp's server on a Q
 embedded GGUF. References: our float32 and bfloat16 servers, llama.cpp on the embedded Q4_1 GGUF and
 on the Q2_K copy. Each repetition is one claim as `inspect` makes it: the references scored once, each
 candidate scored twice (A/A) and judged. A candidate and its reference are separate servers (ours:
-two servers on one loaded engine; llama.cpp: two processes on the same file).
+two servers on one loaded engine; llama.cpp: two processes on the same file). llama.cpp's servers here
+are llama-cpp-python's: inspect scores a text through /completions with echo, which llama.cpp's own
+llama-server does not offer (it returns no prompt log-probabilities), so it cannot be a reference.
 
     .venv/bin/python benchmarks/inspect_precision.py [--repeats 10] [--references-once]
 

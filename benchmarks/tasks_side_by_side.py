@@ -15,10 +15,13 @@ Three runs of ``lossless tasks``, greedy, each a pair (baseline first):
               copying. Tools take time here, and speculation has something to speed up.
     llama     the ``tools`` set, ``--tool-choice auto`` (llama-cpp-python's ``chatml-function-calling``
               format calls tools under auto, answers ``required`` with a 500, and streams nothing at all when
-              tools are given: a 200 with no event), not streamed, llama.cpp -> ours plain.
+              tools are given: a 200 with no event), not streamed, llama.cpp -> ours plain. llama-cpp-python's
+              wrapper, not llama.cpp's own llama-server: with --jinja, llama-server reads tool calls only in
+              the formats its template analysis knows, and SmolLM2's template has none (probe: "tools
+              unsupported"), so it would answer every task in text.
     humaneval HumanEval's first N problems (``--humaneval-limit``, at most 384 tokens an answer), no tools:
-              llama.cpp -> ours plain, the same GGUF; llama.cpp is sent ``repeat_penalty: 1.0`` (its
-              default 1.1 changes even a greedy answer).
+              llama.cpp's own llama-server -> ours plain, the same GGUF; it is sent ``repeat_penalty:
+              1.0`` (llama-cpp-python's default, 1.1, changed even a greedy answer).
 Greedy, at most 160 output tokens per model call unless said. Each run's table goes to DIR/<run>.txt, its
 result to DIR/<run>/tasks.json and its page to DIR/<run>.html; a summary is printed.
 llama.cpp runs with one thread (with two on two shared cores its threads spin-wait:
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless.models import resolve
-from support import LOSSLESS, MODEL, LlamaCppServer, serve_lossless
+from support import LOSSLESS, MODEL, LlamaCppServer, LlamaServer, serve_lossless
 
 ARTICLES = {
     "lighthouse": "The Varnholm lighthouse was lit in 1871 and has never gone dark since. Its keeper, Ida "
@@ -179,8 +182,8 @@ def main() -> None:
                 flags = ("--set", "tools", "--tool-choice", "auto", "--no-stream")
                 summary("llama", tasks("llama", pair, args.out, *flags))
         if "humaneval" in runs:
-            with LlamaCppServer(Path(resolve(None)), logits_all=False) as llama:
-                pair = [("llama.cpp", llama.url, "smol"), ("plain", plain_url, MODEL)]
+            with LlamaServer(Path(resolve(None)), threads=1, metrics=False) as server:
+                pair = [("llama-server", server.url, server.model_id), ("plain", plain_url, MODEL)]
                 flags = ("--set", "humaneval", "--limit", str(args.humaneval_limit), "--max-tokens", "384")
                 doc = tasks("humaneval", pair, args.out, *flags, body="{ repeat_penalty = 1.0 }")
                 summary("humaneval", doc)
