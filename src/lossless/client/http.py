@@ -169,19 +169,29 @@ class Session:
         self._base = base_url.rstrip("/")
         self._connect_timeout = connect_timeout
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None  # a new connection for every request: retries
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:  # created lazily: aiohttp wants a running event loop
-            self._session = aiohttp.ClientSession(
+    def _client(self, fresh: bool = False) -> aiohttp.ClientSession:
+        """The pooled session (created lazily: aiohttp wants a running event loop); ``fresh``: one that
+        opens a new connection for each request and closes it after."""
+        found = self._fresh if fresh else self._session
+        if found is None:
+            found = aiohttp.ClientSession(
                 headers=self._headers,
                 # Read/total limits are enforced by the caller per phase (first token, total).
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, ssl=_tls_context()),
+                connector=aiohttp.TCPConnector(
+                    limit=0, ttl_dns_cache=300, ssl=_tls_context(), force_close=fresh
+                ),
                 trust_env=False,
                 trace_configs=[_tracing()],
                 auto_decompress=False,
             )
-        return self._session
+            if fresh:
+                self._fresh = found
+            else:
+                self._session = found
+        return found
 
     def redact(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -214,15 +224,18 @@ class Session:
         any answer came back on it. llama.cpp's server closes a connection just after each streamed
         answer while its headers say keep-alive, and the next request, sent before the close arrived,
         failed (unwritten, or the server gone at once) though the server never read it. Clients users
-        run do the same (httpx checks a pooled connection before reuse; the openai client retries). A
-        failure on a new connection, or on a reused one of any other kind, is recorded as it is.
-        ``marks`` are the last attempt's (see ``connection_of``)."""
+        run do the same (httpx checks a pooled connection before reuse; the openai client retries). The
+        second try opens a new connection: another pooled one may be closed too (llama-server -np 16 at
+        16 clients: the second pooled try failed as the first, 2 requests in 48). A failure on a new
+        connection, or on a reused one of any other kind, is recorded as it is. ``marks`` are the last
+        attempt's (see ``connection_of``)."""
         for attempt in range(2):
             marks.clear()
             try:
                 # Redirects are not followed: aiohttp would carry custom key headers (api-key, x-api-key)
                 # to another origin (it drops only Authorization). A 3xx is an answer, recorded as such.
-                return await self._client().post(self._base + path, data=body, allow_redirects=False)
+                client = self._client(fresh=attempt > 0)
+                return await client.post(self._base + path, data=body, allow_redirects=False)
             except aiohttp.ClientConnectionError as exc:
                 if attempt or "reused" not in marks or not _closed_before_answer(exc):
                     raise
@@ -241,8 +254,9 @@ class Session:
             return None
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
 
 
 def _closed_before_answer(exc: aiohttp.ClientConnectionError) -> bool:
