@@ -19,6 +19,7 @@ ours over the peer's median. The ratio quoted is the median over the runs, with 
 and summaries of every bench run go under --out, beside a results.json of the figures.
 
     python benchmarks/serve_peers.py --out docs/results/DATE-serve-peers [--runs 3] [--vllm]
+    python benchmarks/serve_peers.py --pool A/results.json B/results.json   # runs of several sessions
 """
 
 from __future__ import annotations
@@ -97,20 +98,37 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def pooled(paths: list[Path]) -> list[dict[str, Any]]:
+    """The rows of several results.json (runs of the same command at other times), each run named
+    ``FILE_INDEX:RUN`` so that the runs stay apart."""
+    rows = []
+    for i, path in enumerate(paths):
+        rows += [r | {"run": f"{i}:{r['run']}"} for r in json.loads(path.read_text())["rows"]]
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True, help="a folder for every run's records and results")
+    ap.add_argument("--out", type=Path, help="a folder for every run's records and results")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--requests", type=int, default=20, help="per suite and run")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="vLLM's CPU server as a peer too (make vllm)")
+    ap.add_argument(
+        "--pool", type=Path, nargs="+", help="measure nothing: the summary of these results.json files' runs"
+    )
     opts = ap.parse_args()
-    opts.out.mkdir(parents=True, exist_ok=True)
-    print(f"load average {os.getloadavg()} before", file=sys.stderr)
-    rows = measure(opts.out, opts.runs, opts.requests, opts.threads, opts.vllm)
-    print(f"load average {os.getloadavg()} after", file=sys.stderr)
-    found = {"rows": rows, "summary": summarize(rows), "argv": sys.argv[1:]}
-    (opts.out / "results.json").write_text(json.dumps(found, indent=1) + "\n")
+    if opts.pool:
+        found = {"summary": summarize(pooled(opts.pool))}
+    elif opts.out is None:
+        ap.error("--out or --pool is needed")
+    else:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        print(f"load average {os.getloadavg()} before", file=sys.stderr)
+        rows = measure(opts.out, opts.runs, opts.requests, opts.threads, opts.vllm)
+        print(f"load average {os.getloadavg()} after", file=sys.stderr)
+        found = {"rows": rows, "summary": summarize(rows), "argv": sys.argv[1:]}
+        (opts.out / "results.json").write_text(json.dumps(found, indent=1) + "\n")
     for suite, s in found["summary"].items():
         speeds = ", ".join(f"{n} {v:.1f}" for n, v in s["speeds"].items())
         print(f"{suite}: {speeds} tok/s")
