@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless import models
-from support import LlamaServer, LosslessServer, VllmServer, alone, bench_one, hf_folder
+from support import LlamaServer, LosslessServer, VllmServer, bench_one, hf_folder, in_turn
 
 SUITES = ("short", "grounded")  # open chat, and answers that quote a passage the prompt holds
 LOADS = (1, 4, 16)
@@ -66,34 +66,28 @@ def servers(threads: int, vllm: bool) -> dict[str, tuple[str, Any]]:
 
 def measure(out: Path, runs: int, threads: int, vllm: bool) -> list[dict[str, Any]]:
     rows = []
-    table = servers(threads, vllm)
-    for run in range(runs):
-        order = list(table) if run % 2 == 0 else list(reversed(table))
-        print(f"run {run + 1} of {runs}: {', '.join(order)}; load average {os.getloadavg()}", file=sys.stderr)
-        for name in order:
-            model, start = table[name]
-            with alone(name, start) as server:
-                for suite in SUITES:
-                    for c in LOADS:
-                        where = out / f"run{run + 1}" / name.replace(" ", "-") / f"{suite}-c{c}"
-                        where.parent.mkdir(parents=True, exist_ok=True)
-                        e = bench_one(server.url, model, suite, max(16, 2 * c), where, concurrency=c)
-                        row = {"run": run + 1, "endpoint": name, "suite": suite, "c": c}
-                        row |= {
-                            "output_tps_p50": e["output_tps"]["p50"],
-                            "tokens_per_s": e["throughput"]["output_tokens_per_s"],
-                            "ttft_ms_p50": e["ttft_ms"]["p50"],
-                            "ttft_ms_p99": e["ttft_ms"]["p99"],
-                            "ok": e["requests"]["ok"],
-                            "failed": e["requests"]["failed"],
-                        }
-                        rows.append(row)
-                        print(
-                            f"    {suite} c={c}: {row['output_tps_p50']:.1f} tok/s a request, "
-                            f"{row['tokens_per_s']:.1f} in all, TTFT p50 {row['ttft_ms_p50']:.0f} ms, "
-                            f"{row['failed']} failed",
-                            file=sys.stderr,
-                        )
+    for run, name, model, server in in_turn(servers(threads, vllm), runs):
+        for suite in SUITES:
+            for c in LOADS:
+                where = out / f"run{run}" / name.replace(" ", "-") / f"{suite}-c{c}"
+                where.parent.mkdir(parents=True, exist_ok=True)
+                e = bench_one(server.url, model, suite, max(16, 2 * c), where, concurrency=c)
+                row = {"run": run, "endpoint": name, "suite": suite, "c": c}
+                row |= {
+                    "output_tps_p50": e["output_tps"]["p50"],
+                    "tokens_per_s": e["throughput"]["output_tokens_per_s"],
+                    "ttft_ms_p50": e["ttft_ms"]["p50"],
+                    "ttft_ms_p99": e["ttft_ms"]["p99"],
+                    "ok": e["requests"]["ok"],
+                    "failed": e["requests"]["failed"],
+                }
+                rows.append(row)
+                print(
+                    f"    {suite} c={c}: {row['output_tps_p50']:.1f} tok/s a request, "
+                    f"{row['tokens_per_s']:.1f} in all, TTFT p50 {row['ttft_ms_p50']:.0f} ms, "
+                    f"{row['failed']} failed",
+                    file=sys.stderr,
+                )
     return rows
 
 

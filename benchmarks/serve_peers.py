@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless import models
-from support import LlamaServer, LosslessServer, VllmServer, alone, bench_one, hf_folder
+from support import LlamaServer, LosslessServer, VllmServer, bench_one, hf_folder, in_turn
 
 SUITES = ("short", "grounded")  # open chat, and answers that quote a passage the prompt holds
 LLAMA_SPEC = ("ngram-simple", "ngram-mod", "ngram-map-k")  # its model-free drafters (no draft GGUF exists)
@@ -61,21 +61,15 @@ def servers(threads: int, vllm: bool) -> dict[str, tuple[str, Any]]:
 
 def measure(out: Path, runs: int, requests: int, threads: int, vllm: bool) -> list[dict[str, Any]]:
     rows = []
-    table = servers(threads, vllm)
-    for run in range(runs):
-        order = list(table) if run % 2 == 0 else list(reversed(table))
-        print(f"run {run + 1} of {runs}: {', '.join(order)}; load average {os.getloadavg()}", file=sys.stderr)
-        for name in order:
-            model, start = table[name]
-            with alone(name, start) as server:
-                for suite in SUITES:
-                    where = out / f"run{run + 1}" / name.replace(" ", "-") / suite
-                    where.parent.mkdir(parents=True, exist_ok=True)
-                    entry = bench_one(server.url, model, suite, requests, where)
-                    speed = entry["output_tps"]["p50"]
-                    row = {"run": run + 1, "endpoint": name, "suite": suite, "output_tps_p50": speed}
-                    rows.append(row | {"ttft_ms_p50": entry["ttft_ms"]["p50"], "ok": entry["requests"]["ok"]})
-                    print(f"    {suite}: {speed:.1f} tok/s", file=sys.stderr)
+    for run, name, model, server in in_turn(servers(threads, vllm), runs):
+        for suite in SUITES:
+            where = out / f"run{run}" / name.replace(" ", "-") / suite
+            where.parent.mkdir(parents=True, exist_ok=True)
+            entry = bench_one(server.url, model, suite, requests, where)
+            speed = entry["output_tps"]["p50"]
+            row = {"run": run, "endpoint": name, "suite": suite, "output_tps_p50": speed}
+            rows.append(row | {"ttft_ms_p50": entry["ttft_ms"]["p50"], "ok": entry["requests"]["ok"]})
+            print(f"    {suite}: {speed:.1f} tok/s", file=sys.stderr)
     return rows
 
 

@@ -4,8 +4,8 @@
   lossy engines, llama.cpp's vocabularies), re-exported here. pytest finds that folder on its
   pythonpath; a script run as ``python benchmarks/NAME.py`` does not, so this module adds it, once.
 - ``serve_lossless()``: ``lossless serve`` in a process of its own, as a user starts it.
-- ``alone()`` and ``bench_one()``: a server started alone on the machine, measured by a ``lossless
-  bench`` run as a user types it (serve_peers.py, serve_load.py).
+- ``in_turn()`` and ``bench_one()``: servers started alone on the machine one after another, each
+  measured by ``lossless bench`` runs as a user types them (serve_peers.py, serve_load.py).
 - ``serve_sse()``: a fast OpenAI-style SSE server for the client's benchmarks (client_speed.py,
   workers_speed.py): raw asyncio, HTTP/1.1 keep-alive, chunked. The request body's ``max_tokens`` is the
   number of events; ``x_interval_us`` spaces them (0: as fast as possible, ``x_batch`` events per
@@ -24,7 +24,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
@@ -62,9 +61,9 @@ __all__ = [
     "LosslessServer",
     "TransformersServer",
     "VllmServer",
-    "alone",
     "bench_one",
     "hf_folder",
+    "in_turn",
     "lossy_engines",
     "requantize",
     "serve_lossless",
@@ -111,13 +110,22 @@ def serve_lossless(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
 # --- one server at a time, measured by `lossless bench` --------------------------------------------------
 
 
-@contextmanager
-def alone(name: str, start: Callable[[], Any]) -> Iterator[Any]:
-    """The server ``start()`` makes, running (and alone on the machine while the caller measures it)."""
-    began = time.monotonic()
-    with start() as server:
-        print(f"  {name}: ready in {time.monotonic() - began:.0f} s ({server.name})", file=sys.stderr)
-        yield server
+def in_turn(
+    table: dict[str, tuple[str, Callable[[], Any]]], runs: int
+) -> Iterator[tuple[int, str, str, Any]]:
+    """Each run, every server of ``table`` (name -> (the model name to send, a context manager starting it))
+    started alone in turn, the order reversed every other run so that a drift in the machine's speed falls
+    on all alike: (the run, from 1; the name; the model name; the running server), stopped once the caller
+    moves on."""
+    for run in range(runs):
+        order = list(table) if run % 2 == 0 else list(reversed(table))
+        print(f"run {run + 1} of {runs}: {', '.join(order)}; load average {os.getloadavg()}", file=sys.stderr)
+        for name in order:
+            model, start = table[name]
+            began = time.monotonic()
+            with start() as server:
+                print(f"  {name}: ready in {time.monotonic() - began:.0f} s ({server.name})", file=sys.stderr)
+                yield run + 1, name, model, server
 
 
 def bench_one(
