@@ -139,7 +139,9 @@ def test_concurrency_1_matches_server_send_times_within_2ms(
     for r in records:
         t = timing(r)
         assert r.n_out == 10 and r.n_out_source == "usage"
-        assert t.ttft is not None and 50 <= t.ttft < 50 + 30  # the script, loosely: the sleep may overshoot
+        # the script's 50 ms are in it; no upper bound here: how late the server itself sends (on CI once
+        # 43 ms late with its headers) is not the client's, whose lateness is bounded above
+        assert t.ttft is not None and t.ttft >= 50
         assert t.e2e >= 50 + 5 * 10 + 10 + 120
         assert max(t.gaps) >= 100  # the 120 ms stall (less any lateness of the event before it)
     summary = summarize(records, {"s": (None, None)}, stall_s=0.1)
