@@ -48,7 +48,8 @@ from lossless.engine.model.generate import Accepted, generate_text, plain_tokens
 from lossless.engine.model.sampling import SamplingParams, make_generator
 from lossless.engine.speculate.head_drafter import HeadDrafter
 from lossless.engine.speculate.spec import parse_drafter_spec
-from lossless.engine.speculate.speculative import SpecStats, speculative_decode
+from lossless.engine.speculate.speculative import speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 from lossless.models import resolve
 from support import SUITES
 

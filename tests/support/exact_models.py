@@ -18,13 +18,8 @@ from torch import Tensor
 from lossless.engine.model.args import TINY, ModelArgs
 from lossless.engine.model.sampling import SamplingParams, sample, warp
 from lossless.engine.model.transformer import Transformer
-from lossless.engine.speculate.speculative import (
-    AcceptRule,
-    Drafter,
-    SpecStats,
-    accept_draft,
-    speculative_decode,
-)
+from lossless.engine.speculate.speculative import AcceptRule, Drafter, accept_draft, speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 
 ALPHA = 1e-3
 V = 6  # bigram vocabulary

@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 ENGINE: tuple[tuple[str, ...], ...] = (  # engine/'s parts, top first
     ("compile_cache",),  # an Engine's compiled graphs on disk, and made while it serves
     ("engine",),  # engine.py: the Engine the server drives
+    ("batch",),  # continuous batching, speculating inside the batch
     ("speculate",),  # drafters and exact acceptance
     ("weights",),  # checkpoints read, int4 blocks and their kernels
     ("model",),  # the network, sampling, generation, the tokenizer
@@ -208,7 +209,7 @@ def test_an_import_up_or_sideways_is_caught() -> None:
     ]
     assert _against_the_layers(graph, ENGINE, depth=2, inside="lossless.engine.") == [
         "lossless.engine.model.sampling -> lossless.engine.speculate.spec "
-        "(model, layer 4 -> speculate, layer 2)"
+        "(model, layer 5 -> speculate, layer 3)"
     ]
 
 

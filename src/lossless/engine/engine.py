@@ -14,18 +14,20 @@ Threads for torch are the caller's business (``torch.set_num_threads``).
 from __future__ import annotations
 
 import copy
+import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lossless.engine.model.batch_decode import DecodeBatch
+from lossless.engine.batch.decode import DecodeBatch
 from lossless.engine.model.generate import Delta, TokenLogprob, generate_text, plain_tokens, score_tokens
 from lossless.engine.model.sampling import SamplingParams, make_generator
 from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter, check_same_vocab
 from lossless.engine.speculate.spec import DEFAULT_THRESHOLD, DSPARK_THRESHOLD, DSPARK_TREE, DrafterSpec
-from lossless.engine.speculate.speculative import Drafter, SpecStats, speculative_decode
+from lossless.engine.speculate.speculative import Drafter, speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 from lossless.engine.weights.build import build_model
 from lossless.engine.weights.packed import PackedLinear
 from lossless.engine.weights.quant import Q8Linear, kernel
@@ -285,10 +287,24 @@ class Engine:
             yield delta
 
     def decode_batch(self, slots: int) -> DecodeBatch[Any]:
-        """A continuous batch of up to ``slots`` plain generations on this engine's weights, each in a KV
-        cache slot of its own (`model.batch_decode`): nothing of the engine's own state is touched, so it
-        holds no lock; one thread steps it. The drafter plays no part (speculation is not batched yet)."""
-        return DecodeBatch(self.model, self.tokenizer, self.args.vocab_size, slots)
+        """A continuous batch of up to ``slots`` generations on this engine's weights, each in a KV cache
+        slot of its own (`batch.decode`): nothing of the engine's own state is touched, so it holds no
+        lock; one thread steps it. Each sequence speculates with a drafter of its own (`batch_drafter`)."""
+        make = self.batch_drafter()
+        k = self.spec.k if self.spec is not None and make is not None else 0
+        return DecodeBatch(self.model, self.tokenizer, self.args.vocab_size, slots, make, k)
+
+    def batch_drafter(self) -> Callable[[], Drafter] | None:
+        """A new drafter for each sequence of a batch, as this engine's drafts: n-gram lookup, or the draft
+        head (shared, its state per sequence); None for plain decoding and for a draft model, whose KV
+        cache holds one sequence."""
+        from lossless.engine.speculate.head_drafter import HeadDrafter
+
+        if isinstance(self.drafter, NgramDrafter):
+            return functools.partial(NgramDrafter, self.drafter.k_max)
+        if isinstance(self.drafter, HeadDrafter):
+            return self.drafter.fork
+        return None
 
     def score(self, prompt_ids: list[int], top_logprobs: int = 0) -> list[TokenLogprob | None]:
         """Teacher-forced log-probabilities of each prompt token given its prefix (None for the first)."""

@@ -45,7 +45,7 @@ def start_embedded(
     so a loading error surfaces as itself (``load_model`` resolves a ``config.dtype`` of "auto").
     ``limits`` bound what one request may cost (tests pass short time limits).
     """
-    config = batched(config)  # a batch decodes plainly (`main.batched`)
+    config = batched(config)  # a batch runs eager (`main.batched`)
     # a model loaded for another server decodes as *this* config says (plain or speculative)
     loaded = decoding_as(loaded, config) if loaded else load_model(config)
     sock = bind(config.host, port)

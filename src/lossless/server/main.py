@@ -13,6 +13,7 @@ from pathlib import Path
 import uvicorn
 
 from lossless import models
+from lossless.engine.batch.decode import DRAFT_ROWS
 from lossless.engine.engine import Engine
 from lossless.engine.speculate.spec import parse_drafter_spec, resolve_drafter
 from lossless.engine.torch_thread import in_fresh_thread
@@ -110,31 +111,36 @@ def build_app(
 
 
 def batched(config: ServeOptions) -> ServeOptions:
-    """``config`` as a continuous batch serves it (``--max-batch`` above 1): plain decoding for ``auto``
-    (speculation is not batched yet; an explicit drafter keeps one request at a time, `batch_lines`), and
-    no compile where the batch runs (its forward is eager: compiled graphs would serve nothing)."""
-    if config.max_batch <= 1:
+    """``config`` as a continuous batch serves it (``--max-batch`` above 1): no compile where the batch
+    runs (its forward is eager: compiled graphs would serve nothing). A draft model keeps one request at a
+    time (`batch_lines`), compiled as asked."""
+    if config.max_batch <= 1 or resolve_drafter(config.speculative, config.model).startswith("draft:"):
         return config
-    if config.speculative == "auto":
-        config = replace(config, speculative="none")
-    return replace(config, compile="off") if config.speculative == "none" else config
+    return replace(config, compile="off")
 
 
 def batch_lines(config: ServeOptions, engine: Engine) -> list[str]:
-    """What start-up says of the batch: its size and KV cache, or why requests run one at a time."""
+    """What start-up says of the batch: its size, how it drafts and its KV cache, or why requests run one
+    at a time."""
     if config.max_batch <= 1:
         return []
-    if engine.drafter is not None:
+    if engine.drafter is not None and engine.batch_drafter() is None:
         return [
-            f"lossless: speculative decoding is not batched yet: requests run one at a time "
-            f"(--speculative none decodes up to {config.max_batch} together)"
+            "lossless: a draft model's KV cache holds one sequence: requests run one at a time "
+            f"(--speculative ngram, dspark or none decode up to {config.max_batch} together)"
         ]
     per_position = 2 * engine.args.n_layers * engine.args.n_kv_heads * engine.args.head_dim
     megabytes = per_position * engine.model.output.weight.element_size() * engine.max_context / 1e6
+    drafting = "plain decoding"
+    if engine.spec is not None and engine.drafter is not None:
+        drafting = (
+            f"each request drafting with its own {engine.spec.kind} drafter, fewer draft tokens as more "
+            f"requests decode (none beyond {DRAFT_ROWS // 2})"
+        )
     return [
-        f"lossless: continuous batching of up to {config.max_batch} requests, plain decoding, eager (neither "
-        f"speculation nor compiled graphs serve the batch yet); a KV cache slot of {engine.max_context} "
-        f"positions each, {megabytes:.0f} MB a slot at most, taken as used"
+        f"lossless: continuous batching of up to {config.max_batch} requests, {drafting}, eager (compiled "
+        f"graphs do not serve the batch yet); a KV cache slot of {engine.max_context} positions each, "
+        f"{megabytes:.0f} MB a slot at most, taken as used"
     ]
 
 

@@ -18,7 +18,8 @@ from lossless.engine.model.sampling import SamplingParams
 from lossless.engine.speculate.head import SHIPPED, load_head
 from lossless.engine.speculate.head_drafter import HeadDrafter
 from lossless.engine.speculate.spec import parse_drafter_spec
-from lossless.engine.speculate.speculative import SpecStats, speculative_decode
+from lossless.engine.speculate.speculative import speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 from lossless.engine.weights.quant import Int4Linear
 from lossless.server.options import ServeOptions
 

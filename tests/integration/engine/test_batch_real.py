@@ -2,7 +2,8 @@
 layer on the file's Q8_0 blocks): the greedy tokens of every request in a continuous batch - prompts from
 a few tokens to three prompt chunks, other budgets, joining at other steps, more requests than slots - are
 the tokens it gets alone, every one of them; with the plain norm in the batch's pass (the one it replaced,
-`batch_forward.rms_norm_rows`) some are not, so the test can fail."""
+`batch.forward.rms_norm_rows`) some are not, so the test can fail. Requests drafting inside the batch (the
+draft head's trees, n-gram chains) get those tokens too."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from lossless.engine.batch import forward as batch_forward
+from lossless.engine.batch.decode import PREFILL_CHUNK, DecodeBatch
 from lossless.engine.engine import Engine
-from lossless.engine.model import batch_forward
-from lossless.engine.model.batch_decode import PREFILL_CHUNK, DecodeBatch
 from lossless.engine.model.sampling import SamplingParams
+from lossless.engine.speculate.spec import parse_drafter_spec
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +55,7 @@ def serve(engine: Engine, which: list[int], slots: int, arrivals: list[int]) -> 
     asked = prompts(engine)
     waiting = sorted(which, key=lambda i: arrivals[i])
     tokens: dict[int, list[int]] = {i: [] for i in which}
+    ACCEPTED.clear()
     for step in range(2000):
         while waiting and arrivals[waiting[0]] <= step and batch.free():
             i = waiting.pop(0)
@@ -62,12 +65,20 @@ def serve(engine: Engine, which: list[int], slots: int, arrivals: list[int]) -> 
             return tokens
         for i, delta in batch.step():
             tokens[i] += delta.token_ids
+            if delta.finish_reason is not None:
+                ACCEPTED.append(delta.stats.get("accepted", 0))
     raise AssertionError("the batch did not finish")
 
 
-def alone_and_mixed(engine: Engine) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+ACCEPTED: list[int] = []  # the last `serve`'s drafted tokens accepted, by request
+
+
+def alone_and_mixed(
+    engine: Engine, drafting: Engine | None = None
+) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """Each request alone on ``engine`` and all of them in one batch on ``drafting`` (default: the same)."""
     alone = {i: serve(engine, [i], 1, [0] * len(BUDGETS))[i] for i in range(len(BUDGETS))}
-    return alone, serve(engine, list(range(len(BUDGETS))), 5, ARRIVALS)
+    return alone, serve(drafting or engine, list(range(len(BUDGETS))), 5, ARRIVALS)
 
 
 def test_greedy_tokens_under_load_are_the_tokens_alone(engine: Engine) -> None:
@@ -76,6 +87,18 @@ def test_greedy_tokens_under_load_are_the_tokens_alone(engine: Engine) -> None:
     alone, mixed = alone_and_mixed(engine)
     assert [len(mixed[i]) for i in range(len(BUDGETS))] == BUDGETS
     assert [i for i in alone if mixed[i] != alone[i]] == []
+
+
+@pytest.mark.parametrize("drafter", ["dspark", "ngram"])
+def test_greedy_tokens_speculating_under_load_are_plain_decoding_s_alone(
+    engine: Engine, drafter: str
+) -> None:
+    """Each request drafting in the batch (the draft head's trees, or n-gram chains; fewer draft tokens as
+    more requests decode) gets the tokens plain decoding gives it alone."""
+    alone, mixed = alone_and_mixed(engine, engine.with_drafter(parse_drafter_spec(drafter)))
+    assert [len(mixed[i]) for i in range(len(BUDGETS))] == BUDGETS
+    assert [i for i in alone if mixed[i] != alone[i]] == []
+    assert sum(ACCEPTED) > 0  # drafts were accepted: the test saw speculation
 
 
 def test_the_plain_norm_in_the_batch_changes_answers(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,8 @@ from lossless.engine.model.generate import generate_text
 from lossless.engine.model.sampling import SamplingParams, make_generator
 from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter
 from lossless.engine.speculate.spec import parse_drafter_spec
-from lossless.engine.speculate.speculative import Drafter, SpecStats, speculative_decode
+from lossless.engine.speculate.speculative import Drafter, speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 from lossless.errors import UsageError
 
 GREEDY = SamplingParams(max_tokens=40, temperature=0.0)

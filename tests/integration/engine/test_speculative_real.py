@@ -11,7 +11,8 @@ from lossless.engine.engine import Engine
 from lossless.engine.model.generate import generate_text
 from lossless.engine.model.sampling import SamplingParams
 from lossless.engine.speculate.drafts import NgramDrafter
-from lossless.engine.speculate.speculative import SpecStats, speculative_decode
+from lossless.engine.speculate.speculative import speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 
 pytestmark = pytest.mark.slow
 

@@ -28,11 +28,11 @@ from lossless.server.main import LoadedModel, load_model
 from lossless.server.options import ServeOptions
 
 SLOTS, QUEUE = 3, 2
-BATCHED = ServeOptions(max_batch=SLOTS, max_queue=QUEUE)  # speculative auto: none, as serve's batch has it
+BATCHED = ServeOptions(max_batch=SLOTS, max_queue=QUEUE)
 
 
 @pytest.fixture(scope="module")
-def endless(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+def endless_gguf(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from safetensors.torch import load_file, save_file
     from tokenizers import Tokenizer
 
@@ -44,8 +44,12 @@ def endless(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     save_file(weights, str(folder / "model.safetensors"))
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 2048}))
-    gguf = write_gguf(folder, folder.parent / "endless-tiny-q4_1.gguf", Q.Q4_1, output=Q.Q8_0)
-    return load_model(ServeOptions(model=str(gguf), speculative="none", dtype="int4"))
+    return write_gguf(folder, folder.parent / "endless-tiny-q4_1.gguf", Q.Q4_1, output=Q.Q8_0)
+
+
+@pytest.fixture(scope="module")
+def endless(endless_gguf: Path) -> LoadedModel:
+    return load_model(ServeOptions(model=str(endless_gguf), speculative="none", dtype="int4"))
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +160,40 @@ def test_each_answer_under_load_is_its_answer_alone(client: httpx.Client, base_u
     for i, answer in enumerate(alone):
         assert together[i]["choices"] == answer["choices"], BODIES[i]
         assert together[i]["usage"] == answer["usage"]
+
+
+def test_requests_drafting_in_the_batch_get_plain_decoding_s_answers(
+    client: httpx.Client, endless_gguf: Path
+) -> None:
+    """A batch whose requests each draft n-gram chains: every greedy answer under load is the plain batch's
+    answer alone, and /metrics counts their drafts (the tiny random model's text rarely repeats, so they are
+    rejected: acceptance in the batch is shown on SmolLM2, tests/integration/engine/test_batch_real.py)."""
+    # and a long answer: the tiny model's greedy text falls into a loop, which n-gram drafts then copy
+    greedy = [body for body in BODIES if "temperature" not in body] + [
+        {"prompt": "Keep going", "max_tokens": 200}
+    ]
+    alone = [complete(client, body) for body in greedy]  # the plain batch, one request at a time
+    drafting = load_model(ServeOptions(model=str(endless_gguf), speculative="ngram", dtype="int4"))
+    together: dict[int, dict[str, Any]] = {}
+    with start_embedded(BATCHED, loaded=drafting) as url:
+
+        def ask(i: int) -> None:
+            with httpx.Client(base_url=url, trust_env=False, timeout=60) as own:
+                together[i] = complete(own, greedy[i])
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(greedy))]
+        for thread in threads:
+            thread.start()
+            time.sleep(0.05)
+        for thread in threads:
+            thread.join(60)
+        with httpx.Client(base_url=url, trust_env=False, timeout=10) as c:
+            drafted = metrics(c)["lossless_spec_drafted_tokens_total"]
+    assert together[0]["system_fingerprint"].endswith(f"-batch{SLOTS}-ngram")
+    for i, answer in enumerate(alone):
+        assert together[i]["choices"] == answer["choices"], greedy[i]
+        assert together[i]["usage"] == answer["usage"]
+    assert drafted > 0
 
 
 def test_requests_run_together_and_metrics_say_so(client: httpx.Client, base_url: str) -> None:

@@ -3,7 +3,7 @@
 The seam for other token sources (the speculative decoder): a *token source* is an iterator of
 ``Accepted`` batches - the token ids it has committed, in order, each with the unwarped logits it was
 drawn from. ``generate_text`` consumes any such iterator and alone (through ``TextAssembler``, which a
-batch of sequences drives directly, `batch_decode`) handles detokenization, stop sequences, eos,
+batch of sequences drives directly, `batch.decode`) handles detokenization, stop sequences, eos,
 max_tokens, the context limit, logprobs and cancellation. It stops pulling as soon as it has enough, so
 a source should do its forward passes lazily (inside ``next``), and may commit more tokens in a batch
 than are wanted: the surplus is dropped. ``plain_tokens`` below is the one-token-per-step source; a
@@ -134,7 +134,7 @@ def generate_text(
 
 class TextAssembler:
     """One generation's tokens -> its text deltas: detokenization, stop sequences, eos, the token budget
-    and logprobs. ``generate_text`` drives one from a token source; a batch (`batch_decode`) drives one
+    and logprobs. ``generate_text`` drives one from a token source; a batch (`batch.decode`) drives one
     per sequence, a step at a time. ``finish`` is set once the generation must end."""
 
     def __init__(self, tokenizer: Tokenizer, params: SamplingParams, budget: int) -> None:

@@ -4,6 +4,7 @@ one pass of the head per step, prompt lookup beside it, and that pass compiled w
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -64,6 +65,15 @@ class HeadDrafter:
         self._pass: HeadPass = self._head_pass
         self._children: Children = self._top_children
         self.compiled = False
+
+    def fork(self) -> HeadDrafter:
+        """A drafter for another sequence beside this one (a batch's, `batch.decode`): the same head and
+        compiled passes, state of its own (window, lookup, outcomes)."""
+        other = copy.copy(self)
+        other.lookup = None if self.lookup is None else copy.deepcopy(self.lookup)
+        other.outcomes = deque(maxlen=self.outcomes.maxlen)
+        other.begin(())
+        return other
 
     def compile(self) -> None:
         """Run the head's pass and a greedy tree's scoring through torch.compile, static shapes, and make

@@ -22,8 +22,8 @@ accepted path's cache entries into place. Exact for any tree; test_speculative_t
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import Protocol, cast
 
 import torch
 from torch import Tensor
@@ -31,6 +31,7 @@ from torch import Tensor
 from lossless.engine.model.constrain import Constraint, masked_rows
 from lossless.engine.model.generate import Accepted
 from lossless.engine.model.sampling import SamplingParams, sample, warp
+from lossless.engine.speculate.stats import SpecStats
 
 Rng = torch.Generator | None  # a request's random stream (None: torch's global one)
 
@@ -118,49 +119,6 @@ class TreeLM(CausalLM, Protocol):
     ) -> Tensor: ...
 
     def keep(self, slots: list[int], start: int) -> None: ...
-
-
-@dataclass
-class SpecStats:
-    """Per-request acceptance figures; `as_dict` is what the server puts on /metrics."""
-
-    k_max: int  # longest draft the decoder may ask for
-    steps: int = 0  # target forwards after the prompt's (one per draft, empty drafts included)
-    drafted: int = 0  # draft tokens verified (a tree counts its depth: the positions it drafted)
-    accepted: int = 0  # draft tokens accepted
-    emitted: int = 0  # tokens emitted by those steps: accepted + one correction or bonus each
-    accept_counts: list[int] = field(default_factory=list)  # [k_max+1]: steps accepting exactly i
-    drafted_at: list[int] = field(default_factory=list)  # [k_max]: drafts with a token at position i
-    accepted_at: list[int] = field(default_factory=list)  # [k_max]: ... whose token i was accepted
-
-    def __post_init__(self) -> None:
-        self.accept_counts = self.accept_counts or [0] * (self.k_max + 1)
-        self.drafted_at = self.drafted_at or [0] * self.k_max
-        self.accepted_at = self.accepted_at or [0] * self.k_max
-
-    def record(self, drafted: int, accepted: int) -> None:
-        self.steps += 1
-        self.drafted += drafted
-        self.accepted += accepted
-        self.emitted += accepted + 1
-        self.accept_counts[accepted] += 1
-        for i in range(drafted):
-            self.drafted_at[i] += 1
-            self.accepted_at[i] += i < accepted
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "drafted": self.drafted,
-            "accepted": self.accepted,
-            "accept_counts": list(self.accept_counts),
-            "steps": self.steps,
-            "acceptance_rate": self.accepted / self.drafted if self.drafted else None,
-            # tokens per target forward, bonus included: 1.0 means no speed-up at all
-            "mean_accepted_length": self.emitted / self.steps if self.steps else None,
-            "acceptance_by_position": [
-                a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at, strict=True)
-            ],
-        }
 
 
 def residual_distribution(p: Tensor, q: Tensor) -> Tensor:
@@ -276,6 +234,21 @@ def _verify(
         inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, k+1]
         hidden = model(inp, torch.arange(start, start + k + 1), return_hidden=True)[0]  # [k+1, dim]
         logits = model.output(hidden)  # [k+1, V]
+    step = judge_chain(logits, draft, params, generator, accept, constraint)
+    return step, hidden[: len(step.token_ids)]
+
+
+def judge_chain(
+    logits: Tensor,
+    draft: Draft,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    accept: AcceptRule = accept_draft,
+    constraint: Constraint | None = None,
+) -> Accepted:
+    """A chain's verification once the target has scored it: logits [k+1, V] over [pending, x_1..x_k]
+    -> the emitted tokens, x_1..x_n and the correction or bonus (a batch judges each sequence's chain
+    with this, `batch.decode`)."""
     consumed = 0
     if constraint is not None:  # row i masked by the grammar's state after x_1..x_i
         logits, consumed = masked_rows(constraint, logits, draft.tokens)
@@ -286,7 +259,7 @@ def _verify(
     if constraint is not None:  # keep x_1..x_n, then the correction or bonus token
         constraint.rollback(consumed - n)
         constraint.advance(nxt)
-    return Accepted([*draft.tokens[:n], nxt], logits[: n + 1]), hidden[: n + 1]
+    return Accepted([*draft.tokens[:n], nxt], logits[: n + 1])
 
 
 def one_hot_q(tokens: Sequence[int], vocab_size: int, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -305,21 +278,46 @@ def _verify_tree(
 ) -> tuple[Accepted, Tensor]:
     """One target forward over [pending, tree nodes]; walk the tree (see `Draft`); move the accepted
     path's cache entries into place -> the emitted tokens and the hidden states that predicted them."""
-    assert draft.parents is not None
-    n_nodes, start = len(draft.tokens), len(tokens) - 1
-    children: list[list[int]] = [[] for _ in range(n_nodes + 1)]  # rows, in the draft's order
+    start = len(tokens) - 1
     with torch.inference_mode():  # inference tensors in, as every forward has (or dynamo compiles twice)
-        # ancestors-or-self among [pending, nodes]; row 0 is the pending token, node i is row i + 1
-        tree = torch.zeros(n_nodes + 1, n_nodes + 1, dtype=torch.bool)
-        tree[:, 0] = True
-        for i, parent in enumerate(draft.parents):
-            assert -1 <= parent < i, "a tree lists parents first"
-            tree[i + 1] = tree[parent + 1]
-            tree[i + 1, i + 1] = True
-            children[parent + 1].append(i + 1)
+        tree = tree_mask(draft)
         inp = torch.tensor([[tokens[-1], *draft.tokens]])  # [1, n + 1]
-        hidden = model(inp, torch.arange(start, start + n_nodes + 1), return_hidden=True, tree=tree)[0]
+        hidden = model(inp, torch.arange(start, start + len(inp[0])), return_hidden=True, tree=tree)[0]
         logits = model.output(hidden)  # [n + 1, V]
+    step, rows = judge_tree(logits, draft, params, generator, constraint)
+    if rows[1:] != list(range(1, len(rows))):  # the path is not where its first-listed nodes were
+        model.keep([start + r for r in rows[1:]], start + 1)
+    return step, hidden[rows]
+
+
+def tree_mask(draft: Draft) -> Tensor:
+    """[n + 1, n + 1] bool over [pending, tree nodes]: entry (i, j) says row j is row i or one of its
+    ancestors (row 0 is the pending token, node i is row i + 1)."""
+    assert draft.parents is not None
+    n_nodes = len(draft.tokens)
+    tree = torch.zeros(n_nodes + 1, n_nodes + 1, dtype=torch.bool)
+    tree[:, 0] = True
+    for i, parent in enumerate(draft.parents):
+        assert -1 <= parent < i, "a tree lists parents first"
+        tree[i + 1] = tree[parent + 1]
+        tree[i + 1, i + 1] = True
+    return tree
+
+
+def judge_tree(
+    logits: Tensor,
+    draft: Draft,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    constraint: Constraint | None = None,
+) -> tuple[Accepted, list[int]]:
+    """A tree's walk once the target has scored it: logits [n + 1, V] over [pending, nodes] -> the
+    emitted tokens and the rows of the accepted path (0 first), whose cache entries the caller moves
+    into place when they are not rows 0, 1, 2, ..."""
+    assert draft.parents is not None
+    children: list[list[int]] = [[] for _ in range(len(draft.tokens) + 1)]  # rows, in the draft's order
+    for i, parent in enumerate(draft.parents):
+        children[parent + 1].append(i + 1)
     # ties: the lowest id, as `warp` has it; under a grammar each row is masked as the walk reaches it
     argmax = logits.argmax(-1).tolist() if params.greedy and constraint is None else []
     rows, emitted, seen = [0], [], []
@@ -341,9 +339,7 @@ def _verify_tree(
         if child is None:
             break
         rows.append(child)
-    if rows[1:] != list(range(1, len(rows))):  # the path is not where its first-listed nodes were
-        model.keep([start + r for r in rows[1:]], start + 1)
-    return Accepted(emitted, torch.stack(seen)), hidden[rows]
+    return Accepted(emitted, torch.stack(seen)), rows
 
 
 def _recursive_rejection(

@@ -117,7 +117,7 @@ class Int4Linear(nn.Module):
         self.out_features, self.in_features = weight.codes.shape
         self.kernel = kernel(kernel_name)[0]
         # ours rounds and sums each activation row on its own, whatever the other rows (`block_kernels.cpp`):
-        # a continuous batch's rows come out as alone (`batch_forward.row_invariant`); torch's, unknown
+        # a continuous batch's rows come out as alone (`batch.forward.row_invariant`); torch's, unknown
         self.row_invariant = self.kernel == "q8"
         if self.out_features % ROWS:
             pad = ROWS - self.out_features % ROWS

@@ -133,9 +133,9 @@ def create_app(
 
 
 def make_worker(engine: Engine, metrics: ExportedMetrics, max_queue: int, max_batch: int) -> Worker:
-    """A continuous batch of up to ``max_batch`` plain generations, or one job at a time: with one slot,
-    and while speculative decoding (which is not batched yet) is on."""
-    if max_batch > 1 and engine.drafter is None:
+    """A continuous batch of up to ``max_batch`` generations, or one job at a time: with one slot, and with
+    a draft model, whose KV cache holds one sequence (n-gram and draft-head drafting batch)."""
+    if max_batch > 1 and (engine.drafter is None or engine.batch_drafter() is not None):
         return BatchWorker(engine, metrics, max_queue, max_batch)
     return Worker(engine, metrics, max_queue)
 
@@ -182,7 +182,7 @@ def system_fingerprint(engine: Engine, batch: int = 1, invariant: bool = True) -
     in int8 as llama.cpp's, `quant.kernel`), the prompts' where it differs, the output layer's kernel
     where it is not torch's (the file's Q8_0 blocks on ours, `quant.Q8Linear`; a packed bfloat16 weight,
     `engine.weights.packed`), compiled, the continuous batch (``-batch16``: up to 16 requests decoded
-    together, each as it would be alone, `engine.model.batch_decode`; ``-batch16-variant``: dense matmuls
+    together, each as it would be alone, `engine.batch.decode`; ``-batch16-variant``: dense matmuls
     whose last bits move with the batch) and the drafter
     (lossless-0.1.0-float32-ngram, lossless-0.1.0-int4-float32prompts-compiled-none,
     lossless-0.1.0-int4q8-q8output-compiled-dspark, lossless-0.1.0-int4q8-q8output-batch16-none). A

@@ -1,5 +1,5 @@
 """``serve --max-batch N``: continuous batching. The same bounded queue as the one-at-a-time ``Worker``
-(its 429s, withdrawals and shutdown), drained into a running batch (`engine.model.batch_decode`) instead
+(its 429s, withdrawals and shutdown), drained into a running batch (`engine.batch.decode`) instead
 of one job at a time: at every step waiting jobs join while KV cache slots are free, one forward advances
 every running job (and a chunk of each newcomer's prompt), and a job that finished, or whose client left,
 leaves at once, its slot free for the next step.
@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lossless.engine.batch.decode import DecodeBatch
 from lossless.engine.engine import Engine
-from lossless.engine.model.batch_decode import DecodeBatch
 from lossless.engine.model.generate import Delta
 from lossless.engine.torch_thread import in_fresh_thread
 from lossless.errors import UsageError

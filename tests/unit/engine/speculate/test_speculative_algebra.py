@@ -11,7 +11,8 @@ from torch import Tensor
 from lossless.engine.model.sampling import SamplingParams, warp
 from lossless.engine.speculate.drafts import NgramDrafter, check_same_vocab, ngram_lookup
 from lossless.engine.speculate.spec import DrafterSpec, parse_drafter_spec
-from lossless.engine.speculate.speculative import SpecStats, accept_draft, residual_distribution
+from lossless.engine.speculate.speculative import accept_draft, residual_distribution
+from lossless.engine.speculate.stats import SpecStats
 from lossless.errors import UsageError
 
 D = torch.float64

@@ -35,7 +35,8 @@ from lossless.engine.model.generate import plain_tokens
 from lossless.engine.model.sampling import SamplingParams
 from lossless.engine.speculate import speculative
 from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter
-from lossless.engine.speculate.speculative import Draft, Drafter, SpecStats, speculative_decode
+from lossless.engine.speculate.speculative import Draft, Drafter, speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

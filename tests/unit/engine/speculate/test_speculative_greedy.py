@@ -13,7 +13,8 @@ from torch import Tensor
 from lossless.engine.model.sampling import SamplingParams
 from lossless.engine.model.transformer import Transformer
 from lossless.engine.speculate.drafts import ModelDrafter, NgramDrafter, NoDrafter
-from lossless.engine.speculate.speculative import Draft, Drafter, SpecStats, speculative_decode
+from lossless.engine.speculate.speculative import Draft, Drafter, speculative_decode
+from lossless.engine.speculate.stats import SpecStats
 
 GREEDY = SamplingParams(temperature=0.0)
 NEW = 40

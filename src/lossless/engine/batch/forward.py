@@ -2,7 +2,8 @@
 each with a KV cache slot of its own, their new tokens packed into one row.
 
     spans   one per sequence this step: its slot, the position of its first new token, how many tokens
-            (a decode: 1; a chunk of a newcomer's prompt: up to the chunk size)
+            (a decode: 1, or 1 + its draft's tokens when it speculates; a chunk of a newcomer's prompt: up
+            to the chunk size), and for a tree of drafts which of its tokens each one sees
     tokens  every span's tokens, packed: [N] (N = the spans' lengths summed)
 
 What runs over the packed row, every layer: the norms, the q|k|v and output projections, RoPE and the
@@ -24,7 +25,7 @@ positions a sequence has written are ever read: a freed slot needs no clearing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -37,10 +38,40 @@ class Span:
     slot: int  # the sequence's KV cache slot
     start: int  # position of its first token this step (the cache holds positions [0, start) already)
     length: int  # its tokens this step
+    # a tree of drafts: [length, length] bool, (i, j) says token j is token i or one of its ancestors; its
+    # tokens fill positions start..end - 1 of the slot but each sees only the cache before start and its
+    # own ancestors, rotated for the position of its depth (as `Transformer.forward(tree=...)`)
+    tree: Tensor | None = field(default=None, compare=False)
+    # each token's attention computed as a one-token step computes it, over exactly what it sees (`visible`):
+    # the same bits whatever else the span holds. Attention over several queries at once is not row-invariant
+    # (bfloat16: 59 of 1267 rows moved between one query and 2-8 on this machine; float32: nearly all), so a
+    # decoding sequence's drafts would otherwise change its own numerics with their length
+    rows_apart: bool = False
 
     @property
     def end(self) -> int:
         return self.start + self.length
+
+    def rope_positions(self) -> Tensor:
+        """[length]: the position each token is rotated for (a tree node: start + its depth)."""
+        if self.tree is None:
+            return torch.arange(self.start, self.end)
+        return self.start + self.tree.sum(-1) - 1
+
+    def visible(self) -> list[Tensor]:
+        """Per token, the positions it sees, increasing: a token of a chain the cache up to itself, a tree
+        node the cache before start and its own ancestors (what it would see alone, in its path's order)."""
+        if self.tree is None:
+            return [torch.arange(self.start + i + 1) for i in range(self.length)]
+        before = torch.arange(self.start)
+        return [torch.cat([before, self.start + row.nonzero()[:, 0]]) for row in self.tree]
+
+    def mask(self) -> Tensor:
+        """[length, end]: which cache positions each of its tokens sees, as alone."""
+        mask = torch.arange(self.end)[None, :] <= torch.arange(self.start, self.end)[:, None]
+        if self.tree is not None:
+            mask[:, self.start :] = self.tree
+        return mask
 
 
 class SlotCache:
@@ -57,6 +88,13 @@ class SlotCache:
 
     def bytes_per_position(self) -> int:
         return sum(2 * t[0, :, 0].numel() * t.element_size() for t in self.k)
+
+    def keep(self, slot: int, positions: list[int], start: int) -> None:
+        """Move ``slot``'s entries at ``positions`` (increasing) to start, start + 1, ...: after a tree of
+        drafts, the accepted path's keys and values (already rotated for those positions)."""
+        src = torch.tensor(positions, dtype=torch.long)
+        for cache in (*self.k, *self.v):
+            cache[slot, :, start : start + len(positions)] = cache[slot, :, src]
 
 
 def row_invariant(model: Transformer) -> bool:
@@ -75,11 +113,11 @@ def forward_packed(model: Transformer, cache: SlotCache, tokens: list[int], span
     """The spans' ``tokens`` (packed, [N]) through ``model``, each attending to its own slot -> the final
     hidden states [N, dim], in the model's dtype. Writes the tokens' keys and values into their slots."""
     assert sum(s.length for s in spans) == len(tokens) and spans
-    positions = torch.cat([torch.arange(s.start, s.end) for s in spans])  # [N]
+    positions = torch.cat([torch.arange(s.start, s.end) for s in spans])  # [N]: where they are cached
     slots = torch.cat([torch.full((s.length,), s.slot) for s in spans])  # [N]
-    cos, sin = model.rope_cos[positions], model.rope_sin[positions]  # [N, D]
-    # mask[i, j]: the span's query i (at position start + i) may see key position j: as alone
-    masks = [torch.arange(s.end)[None, :] <= torch.arange(s.start, s.end)[:, None] for s in spans]  # [T, L]
+    rotated = torch.cat([s.rope_positions() for s in spans])  # [N]
+    cos, sin = model.rope_cos[rotated], model.rope_sin[rotated]  # [N, D]
+    masks = [s.mask() for s in spans]  # [T, L] each: the keys a span's query may see, as alone
     x = model.tok_embeddings(torch.tensor([tokens]))  # [1, N, dim]
     for i, block in enumerate(model.layers):
         assert isinstance(block, Block) and isinstance(block.attention, Attention)
@@ -130,7 +168,14 @@ def packed_attention(
     for span, mask in zip(spans, masks, strict=True):
         ks = span_cache(keys, span).to(q.dtype)  # [1, Hkv, L, D]
         vs = span_cache(values, span).to(q.dtype)
-        out.append(attend(q[:, :, offset : offset + span.length], ks, vs, mask))  # [1, H, T, D]
+        qs = q[:, :, offset : offset + span.length]  # [1, H, T, D]
+        if span.rows_apart:
+            out += [
+                attend(qs[:, :, i : i + 1], ks[:, :, seen], vs[:, :, seen], seen[None] >= 0)
+                for i, seen in enumerate(span.visible())
+            ]
+        else:
+            out.append(attend(qs, ks, vs, mask))
         offset += span.length
     y = torch.cat(out, dim=2) if len(out) > 1 else out[0]  # [1, H, N, D]
     return attention.wo(y.transpose(1, 2).reshape(1, n, heads * head_dim))

@@ -1,4 +1,4 @@
-"""Continuous batching (`engine.model.batch_decode`) is exact: a sequence's tokens do not depend on who shares
+"""Continuous batching (`engine.batch.decode`) is exact: a sequence's tokens do not depend on who shares
 its steps. Greedy and seeded sampled tokens of each sequence in a mixed batch (prompts of several lengths,
 some cut into several chunks, arriving at different steps, with other budgets, in fewer slots than
 sequences so that slots are reused) equal the same sequence's alone, and so do the logits, bit for bit, in
@@ -9,28 +9,48 @@ pass batch-invariant is tested against the one it replaces (on this tiny model t
 kernel hides the plain norm's last bits; on SmolLM2 they changed 3 of 4 greedy answers); the text each
 sequence gets is what `generate_text` makes of its tokens (stops, budgets, logprobs), and a grammar holds
 inside a batch.
+
+Speculating inside the batch keeps all of it: greedy sequences drafting n-gram chains or trees (whose
+accepted paths move in their slots) get plain decoding's tokens alone, from the same logits to the bit;
+sampled ones drafting a draft model's chains or trees follow the exact distribution, and skipping the
+residual fails that test; no draft runs past a budget; drafts shrink as more sequences decode; the last
+delta carries the acceptance figures.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import torch
-from exact_models import ALPHA, NEW, chi_square_pvalue, micro_pair, tiny, transformer_truth
+from exact_models import (
+    ALPHA,
+    NEW,
+    accept_no_residual,
+    chi_square_pvalue,
+    micro_pair,
+    tiny,
+    transformer_truth,
+)
 from tiny_gguf import Q, write_gguf
 from tiny_grammar import PRINTABLE, char_tokenizer
 
+from lossless.engine.batch import decode, forward as batch_forward
+from lossless.engine.batch.decode import DecodeBatch, TokenBatch
+from lossless.engine.batch.forward import Span, rms_norm_rows, row_invariant
 from lossless.engine.engine import Engine
-from lossless.engine.model import batch_forward
-from lossless.engine.model.batch_decode import DecodeBatch, TokenBatch
-from lossless.engine.model.batch_forward import Span, rms_norm_rows, row_invariant
 from lossless.engine.model.constrain import json_schema_grammar
-from lossless.engine.model.generate import Accepted, generate_text
+from lossless.engine.model.generate import Accepted, Delta, generate_text
 from lossless.engine.model.sampling import SamplingParams, make_generator
 from lossless.engine.model.transformer import RMSNorm, Transformer
+from lossless.engine.speculate.drafts import ModelDrafter, ngram_lookup
+from lossless.engine.speculate.spec import parse_drafter_spec
+from lossless.engine.speculate.speculative import Draft, Drafter, judge_chain
+from lossless.engine.speculate.stats import SpecStats
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tiny tensors: a second thread only waits
 
@@ -51,43 +71,56 @@ def run_batch(
     slots: int,
     arrivals: list[int],
     budgets: tuple[int, ...] = BUDGETS,
+    drafter: Callable[[], Drafter] | None = None,
 ) -> list[list[int]]:
     """Each request (prompt, params, seed) joins at its arrival step, or the first step after with a free
     slot, and leaves after its budget of tokens: the tokens each drew, and (in ``LOGITS``, by request) the
-    logits it drew them from."""
-    batch: TokenBatch[int] = TokenBatch(model, slots, 128, chunk=16, prefill_budget=24)
+    logits it drew them from. With ``drafter``, each speculates with one of its own (3 tokens a draft at
+    most, drafts never cut by the batch's size)."""
+    batch: TokenBatch[int] = TokenBatch(model, slots, 128, chunk=16, prefill_budget=24, draft_rows=64)
     out: list[list[int]] = [[] for _ in requests]
     LOGITS.clear()
+    STATS.clear()
     waiting = sorted(range(len(requests)), key=lambda i: arrivals[i])
     for step in range(1000):
         while waiting and arrivals[waiting[0]] <= step and batch.free():
             i = waiting.pop(0)
             prompt, params, seed = requests[i]
-            batch.add(i, prompt, params, make_generator(seed))
+            mine = drafter() if drafter is not None else None
+            batch.add(i, prompt, params, make_generator(seed), drafter=mine, k_max=3, budget=budgets[i])
         if not waiting and not batch.running:
             return out
         for i, accepted in batch.step().items():
             out[i] += accepted.token_ids
             LOGITS.setdefault(i, []).append(accepted.logits)
+            assert len(out[i]) <= budgets[i], "a draft ran past the budget"
             if len(out[i]) == budgets[i]:
+                STATS[i] = batch.stats(i)
                 batch.remove(i)
     raise AssertionError("the batch did not finish")
 
 
 LOGITS: dict[int, list[torch.Tensor]] = {}
+STATS: dict[int, SpecStats | None] = {}
 
 
 def alone_and_mixed(
-    model: Transformer, params: SamplingParams, seeds: list[int | None]
+    model: Transformer,
+    params: SamplingParams,
+    seeds: list[int | None],
+    drafts_from: Callable[[dict[tuple[int, ...], list[int]]], Callable[[], Drafter]] | None = None,
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Each request's tokens alone and in the mixed batch; the logits they were drawn from must be the
-    same to the bit (a stronger check than the tokens: a tiny random model's argmax rarely flips)."""
+    """Each request's tokens alone (plain decoding) and in the mixed batch (speculating, where given, with
+    the drafter ``drafts_from`` makes of each prompt's answer alone); the logits they were drawn from must
+    be the same to the bit (a stronger check than the tokens: a tiny random model's argmax rarely flips)."""
     requests = [(p, params, s) for p, s in zip(prompts(model.args.vocab_size), seeds, strict=True)]
     alone, logits = [], []
     for i, request in enumerate(requests):
         alone.append(run_batch(model, [request], 1, [0], (BUDGETS[i],))[0])
         logits.append(torch.cat(LOGITS[0]))
-    mixed = run_batch(model, requests, 3, [0, 0, 2, 3, 3, 9, 10, 30])
+    answers = {tuple(r[0]): a for r, a in zip(requests, alone, strict=True)}
+    drafter = drafts_from(answers) if drafts_from is not None else None
+    mixed = run_batch(model, requests, 3, [0, 0, 2, 3, 3, 9, 10, 30], drafter=drafter)
     moved = [i for i in range(len(requests)) if not torch.equal(torch.cat(LOGITS[i]), logits[i])]
     assert moved == [], f"requests whose logits moved in the batch: {moved}"
     return alone, mixed
@@ -159,7 +192,7 @@ def test_the_norm_is_the_same_for_a_row_in_any_batch() -> None:
 
 def test_sampled_sequences_in_a_mixed_batch_follow_the_exact_distribution() -> None:
     target, _ = micro_pair()
-    assert chi_square_pvalue(micro_samples(target), micro_truth(target)) > ALPHA
+    assert chi_square_pvalue(micro_samples(target)[0], micro_truth(target)) > ALPHA
 
 
 def test_a_batch_whose_attention_reads_another_slot_fails_the_same_test(
@@ -171,7 +204,7 @@ def test_a_batch_whose_attention_reads_another_slot_fails_the_same_test(
         return cache[0:1, :, : span.end]
 
     monkeypatch.setattr(batch_forward, "span_cache", slot_zero)
-    assert chi_square_pvalue(micro_samples(target), micro_truth(target)) < ALPHA
+    assert chi_square_pvalue(micro_samples(target)[0], micro_truth(target)) < ALPHA
 
 
 MICRO_PROMPT, MICRO_PARAMS, MICRO_SAMPLES = [1, 5, 2, 7, 3], SamplingParams(temperature=0.9, top_k=4), 2000
@@ -181,29 +214,194 @@ def micro_truth(target: Transformer) -> dict:
     return transformer_truth(target, MICRO_PROMPT, MICRO_PARAMS)
 
 
-def micro_samples(target: Transformer) -> list[tuple[int, ...]]:
+def micro_samples(
+    target: Transformer, drafter: Callable[[], Drafter] | None = None
+) -> tuple[list[tuple[int, ...]], SpecStats]:
     """MICRO_SAMPLES continuations of the prompt, each a sequence of its own (seed i), sharing a batch of
-    6 slots with sequences of other prompts, lengths and parameters that join in between."""
-    batch: TokenBatch[int] = TokenBatch(target, 6, 64, chunk=4, prefill_budget=6)
+    6 slots with sequences of other prompts, lengths and parameters that join in between; with
+    ``drafter``, every sequence speculates (3 tokens a draft at most): the samples and the acceptance
+    figures of them all."""
+    batch: TokenBatch[int] = TokenBatch(target, 6, 64, chunk=4, prefill_budget=6, draft_rows=64)
     for t in batch.cache.k + batch.cache.v:  # a mutation may read unwritten positions: zeros, not garbage
         t.zero_()
     others = [
         ([3, 1, 4, 1, 5, 2, 6][: 1 + i % 7], SamplingParams(temperature=0.5 + i % 3 / 2)) for i in range(50)
     ]
     got: dict[int, list[int]] = {}
+    total = SpecStats(3)
     queue = [(i, MICRO_PROMPT, MICRO_PARAMS) for i in range(MICRO_SAMPLES)]
     for j, (prompt, params) in enumerate(others):  # a distractor every 40 samples, each for 9 tokens
         queue.insert(40 * j + j, (-1 - j, prompt, params))
     while queue or batch.running:
         while queue and batch.free():
             key, prompt, params = queue.pop(0)
-            batch.add(key, prompt, params, make_generator(key))
+            mine = drafter() if drafter is not None else None
+            budget = NEW if key >= 0 else 9
+            batch.add(key, prompt, params, make_generator(key), drafter=mine, k_max=3, budget=budget)
             got[key] = []
         for key, accepted in batch.step().items():
             got[key] += accepted.token_ids
             if len(got[key]) == (NEW if key >= 0 else 9):
+                if (stats := batch.stats(key)) is not None:
+                    total.drafted, total.accepted = (
+                        total.drafted + stats.drafted,
+                        total.accepted + stats.accepted,
+                    )
                 batch.remove(key)
-    return [tuple(got[i]) for i in range(MICRO_SAMPLES)]
+    return [tuple(got[i]) for i in range(MICRO_SAMPLES)], total
+
+
+class LookupTree:
+    """Prompt lookup's chain with a random decoy beside each of its nodes, listed first: a tree whose
+    accepted path is never where its first-listed nodes were, so the batch moves its cache entries."""
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab, self.rng = vocab, torch.Generator().manual_seed(0)
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        pass
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        tokens: list[int] = []
+        parents: list[int] = []
+        parent = -1
+        for token in ngram_lookup(context, k, 3, 1):
+            tokens += [int(torch.randint(self.vocab, (), generator=self.rng)), token]
+            parents += [parent, parent]
+            parent = len(tokens) - 1
+        return Draft(tokens, None, parents) if tokens else Draft([], None)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+def model_drafts(draft: Transformer) -> Callable[[], Drafter]:
+    """A draft model's sampled chains, with a copy of the model for each sequence (its KV cache holds one)."""
+    return lambda: ModelDrafter(copy.deepcopy(draft), threshold=0.0)
+
+
+class Replay:
+    """Drafts the answer the request got alone, a token in four replaced by a random one: long accepted
+    runs and rejections in every step's position. ``tree``: each drafted token with a random decoy beside
+    it, listed first, so that an accepted path is never where its first-listed nodes were."""
+
+    def __init__(self, answers: dict[tuple[int, ...], list[int]], vocab: int, tree: bool) -> None:
+        self.answers, self.vocab, self.tree = answers, vocab, tree
+        self.rng = torch.Generator().manual_seed(0)
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        self.prompt, self.answer = len(prompt_ids), self.answers[tuple(prompt_ids)]
+
+    def _random(self) -> int:
+        return int(torch.randint(self.vocab, (), generator=self.rng))
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        done = len(context) - self.prompt
+        chain = [
+            t if float(torch.rand((), generator=self.rng)) > 0.25 else self._random()
+            for t in self.answer[done : done + k]
+        ]
+        if not self.tree:
+            return Draft(chain, None)
+        tokens: list[int] = []
+        parents: list[int] = []
+        for token in chain:
+            parent = len(tokens) - 1 if tokens else -1
+            tokens += [self._random(), token]
+            parents += [parent, parent]
+        return Draft(tokens, None, parents) if tokens else Draft([], None)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+@pytest.mark.parametrize("tree", [False, True], ids=["chains", "trees"])
+def test_greedy_sequences_speculating_in_a_mixed_batch_get_plain_decoding_s_tokens_alone(
+    q4_gguf: Path, tree: bool
+) -> None:
+    """Every token is the target's own, from the same logits to the bit, whatever its step verified beside
+    it (drafts, decoys, other sequences), and the budgets hold (`run_batch`)."""
+    model = int4_model(q4_gguf, float32_prompts=False)
+    vocab = model.args.vocab_size
+    alone, mixed = alone_and_mixed(
+        model, GREEDY, [None] * len(LENGTHS), lambda answers: functools.partial(Replay, answers, vocab, tree)
+    )
+    assert mixed == alone
+    stats = [s for s in STATS.values() if s is not None]
+    assert sum(s.accepted for s in stats) > 40 and sum(s.drafted - s.accepted for s in stats) > 10
+
+
+@pytest.mark.parametrize("kind", ["draft model chains", "trees"])
+def test_sampled_sequences_speculating_in_a_mixed_batch_follow_the_exact_distribution(kind: str) -> None:
+    target, draft = micro_pair()
+    drafter = (
+        model_drafts(draft)
+        if kind == "draft model chains"
+        else functools.partial(LookupTree, target.args.vocab_size)
+    )
+    samples, stats = micro_samples(target, drafter)
+    assert 0 < stats.accepted < stats.drafted  # drafts were accepted, and rejected
+    assert chi_square_pvalue(samples, micro_truth(target)) > ALPHA
+
+
+def test_a_batch_that_skips_the_residual_fails_the_same_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    target, draft = micro_pair()
+    monkeypatch.setattr(decode, "judge_chain", functools.partial(judge_chain, accept=accept_no_residual))
+    samples, _ = micro_samples(target, model_drafts(draft))
+    assert chi_square_pvalue(samples, micro_truth(target)) < ALPHA
+
+
+class Asked:
+    """Drafts nothing; remembers the draft lengths it was allowed."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        pass
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        self.asked.append(k)
+        return Draft([], None)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("decoding", "allowed"), [(1, 7), (2, 3), (3, 1), (4, 1), (5, 0), (8, 0)])
+def test_drafts_shrink_as_more_sequences_decode(decoding: int, allowed: int) -> None:
+    """Eight decoding tokens a step (draft_rows), shared: none drafted from four sequences on."""
+    batch: TokenBatch[int] = TokenBatch(tiny(0), 8, 64, draft_rows=8)
+    drafters = [Asked() for _ in range(decoding)]
+    for i, drafter in enumerate(drafters):
+        batch.add(i, [1, 2, 3], GREEDY, make_generator(None), drafter=drafter, k_max=7)
+    batch.step()  # the prompts
+    batch.step()
+    assert [d.asked for d in drafters] == [[allowed]] * decoding
+
+
+def test_the_last_delta_carries_the_acceptance_figures(tiny_checkpoint: Path) -> None:
+    engine = Engine.load(tiny_checkpoint)
+    engine.use_drafter(parse_drafter_spec("ngram"))
+    batch: DecodeBatch[int] = engine.decode_batch(2)
+    for i in range(2):
+        batch.add(
+            i,
+            engine.encode("one two one two one two one two"),
+            SamplingParams(max_tokens=30 - i, temperature=0),
+        )
+    last: dict[int, Delta] = {}
+    tokens = {0: 0, 1: 0}
+    while batch.running():
+        for key, delta in batch.step():
+            tokens[key] += len(delta.token_ids)
+            if delta.finish_reason is not None:
+                last[key] = delta
+    for i in range(2):
+        stats = last[i].stats
+        assert stats["completion_tokens"] == tokens[i] <= 30 - i
+        assert stats["steps"] >= 1 and stats["drafted"] >= stats["accepted"] >= 0
+        assert stats["mean_accepted_length"] is not None
 
 
 def test_each_sequence_gets_the_text_generate_text_makes_of_its_tokens(tiny_checkpoint: Path) -> None:

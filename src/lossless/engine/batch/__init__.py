@@ -1,0 +1,5 @@
+"""Continuous batching: many requests' sequences stepped together on one model, each as it would be alone.
+
+forward.py  ``forward_packed()``, ``SlotCache``, ``Span``: several sequences' new tokens in one pass
+decode.py   ``TokenBatch``, ``DecodeBatch``: sequences join and leave each step, speculating inside the batch
+"""

@@ -1,0 +1,337 @@
+"""Continuous batching: sequences join and leave a running batch at every step, each speculating as alone.
+
+    TokenBatch   sequences in KV cache slots; a step is one forward (`forward.forward_packed`) over every
+                 decoding sequence's last token (and its draft) and a chunk of each newcomer's prompt, then
+                 each sequence whose prompt is in draws its tokens, with its own parameters, grammar,
+                 generator and drafter
+    DecodeBatch  a TokenBatch whose tokens become text deltas (`generate.TextAssembler`, as alone): what
+                 the server steps
+
+Exact under load: a sequence's greedy tokens depend on its own prompt and parameters, never on who shares
+its steps, and its sampled tokens follow plain decoding's distribution. The forward is batch-invariant
+where the model's matmuls are (`forward.row_invariant`: our int4 and Q8_0 kernels; dense float32 and
+bfloat16 ones are not, and ``invariant`` says so); a prompt is cut into chunks of ``chunk`` tokens from
+its start whatever else runs, so it is processed in the same pieces in any batch (how many newcomers'
+chunks go into one step, ``prefill_budget``, changes when a chunk runs, not what it computes); each
+sequence draws from its own generator, seeded as its request says (`sampling.make_generator`). How long
+its drafts are depends on the batch (`TokenBatch`): which tokens a step verifies changes, not what the
+target computes for them, and the acceptance rule keeps each token the target's own (greedy) or its
+distribution (sampled); a seeded sampled request's tokens may therefore differ with the load.
+
+Not the path of `generate.plain_tokens`: a prompt alone there runs in one piece and a decode step's norms
+take another rounding (`forward.rms_norm_rows`), so the same request may differ between a server that
+batches and one that does not, as between an eager and a compiled one (``system_fingerprint`` names the
+batch). Thread-confined: one thread steps a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
+
+import torch
+from torch import Tensor
+
+from lossless.engine.batch.forward import SlotCache, Span, forward_packed, row_invariant
+from lossless.engine.model.constrain import Constraint
+from lossless.engine.model.generate import Accepted, Delta, TextAssembler, choose
+from lossless.engine.model.sampling import SamplingParams, make_generator
+from lossless.engine.model.tokenizer import Tokenizer
+from lossless.engine.model.transformer import Transformer
+from lossless.engine.speculate.speculative import Draft, Drafter, judge_chain, judge_tree, tree_mask
+from lossless.engine.speculate.stats import SpecStats
+
+K = TypeVar("K", bound=Hashable)  # what the caller names its sequences by (the server: its jobs)
+
+PREFILL_CHUNK = 128  # a prompt's tokens per step: a long prompt holds a step up for one chunk at most
+PREFILL_BUDGET = 256  # the newcomers' prompt tokens per step (the first waiting chunk always goes)
+DRAFT_ROWS = 8  # decoding tokens per step, pending and drafted, before the drafts are cut (see `TokenBatch`)
+
+
+@dataclass(eq=False)
+class _Sequence:
+    slot: int
+    prompt: list[int]
+    params: SamplingParams
+    generator: torch.Generator
+    constraint: Constraint | None
+    budget: int  # tokens it may draw in all: drafts are cut so that no step draws more
+    drafter: Drafter | None = None
+    stats: SpecStats | None = None
+    cached: int = 0  # positions in its slot: prompt tokens prefilled, then drawn tokens fed back
+    pending: int | None = None  # the last token drawn: the next step feeds it
+    drawn: list[int] = field(default_factory=list)  # every token drawn so far (pending the last)
+    hidden: list[Tensor] = field(default_factory=list)  # the target's states the drafter has not seen
+    draft: Draft | None = None  # what this step verifies after the pending token
+
+    def context(self) -> list[int]:
+        return self.prompt + self.drawn
+
+    def next_span(self, chunk: int) -> tuple[Span, list[int]]:
+        """What it runs next: its pending token and draft, or its prompt's next chunk."""
+        if self.pending is not None:
+            draft = self.draft.tokens if self.draft is not None else []
+            tree = (
+                tree_mask(self.draft) if self.draft is not None and self.draft.parents is not None else None
+            )
+            span = Span(self.slot, self.cached, 1 + len(draft), tree, rows_apart=bool(draft))
+            return span, [self.pending, *draft]
+        n = min(chunk, len(self.prompt) - self.cached)
+        return Span(self.slot, self.cached, n), self.prompt[self.cached : self.cached + n]
+
+    def plan_draft(self, limit: int, positions: int) -> None:
+        """Its draft for this step: at most ``limit`` tokens, none past its budget or its slot. The drafter
+        is asked every step (limit 0 too), so that it sees every hidden state and outcome."""
+        assert self.drafter is not None and self.stats is not None
+        context = self.context()
+        room = min(self.budget - len(self.drawn) - 1, positions - len(context))
+        hidden = torch.cat(self.hidden) if self.hidden else None
+        self.hidden = []
+        draft = self.drafter.propose(
+            context, max(0, min(self.stats.k_max, limit, room)), self.params, self.generator, hidden
+        )
+        if draft.parents is not None:  # a tree's nodes need positions too (parents first: a prefix is a tree)
+            room = positions - len(context)
+            q = None if draft.q is None else draft.q[:room]
+            draft = Draft(draft.tokens[:room], q, draft.parents[:room])
+        self.draft = draft if draft.tokens else None
+
+
+class TokenBatch(Generic[K]):
+    """Up to ``slots`` sequences of up to ``positions`` tokens each (prompt and generated), stepped together.
+    The caller ends a sequence (`remove`) before it outgrows its slot.
+
+    A sequence given a drafter speculates inside the batch: its step feeds the pending token and a draft,
+    the forward scores them with everyone else's tokens, and the same rule as alone (`speculative`:
+    rejection sampling for a chain, the walk for a tree) accepts a prefix, so it draws 1 to k + 1 tokens
+    a step, distributed exactly as plain decoding's. Its cache rolls back by its count of positions (a
+    tree's path is moved into place). Drafts pay while a step's forward is bound by reading the weights
+    and cost more than they save once the batch's rows make it compute-bound: a step's drafts are cut to
+    ``draft_rows`` decoding tokens in all, shared equally (each sequence may draft draft_rows // decoding
+    - 1 tokens: none at all once more than draft_rows / 2 sequences decode)."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        slots: int,
+        positions: int,
+        chunk: int = PREFILL_CHUNK,
+        prefill_budget: int = PREFILL_BUDGET,
+        draft_rows: int = DRAFT_ROWS,
+    ) -> None:
+        self.model, self.chunk, self.prefill_budget = model, chunk, prefill_budget
+        self.draft_rows = draft_rows
+        self.invariant = row_invariant(model)  # a sequence's numbers do not depend on who shares its steps
+        self.cache = SlotCache(model, slots, positions)
+        self._free = list(range(slots - 1, -1, -1))  # pop() takes the lowest free slot
+        self.running: dict[K, _Sequence] = {}  # in the order they joined: the oldest prefills first
+
+    def free(self) -> int:
+        return len(self._free)
+
+    def positions_in_use(self) -> int:
+        return sum(seq.cached for seq in self.running.values())
+
+    def add(
+        self,
+        key: K,
+        prompt: list[int],
+        params: SamplingParams,
+        generator: torch.Generator,
+        constraint: Constraint | None = None,
+        drafter: Drafter | None = None,
+        k_max: int = 0,
+        budget: int | None = None,
+    ) -> None:
+        """``key`` joins at the next step; ``drafter`` (one of its own) makes it speculate, ``k_max`` tokens
+        a draft at most; ``budget``: the tokens it will draw at most (None: to the end of its slot)."""
+        assert key not in self.running and self._free, "a sequence joins once, into a free slot"
+        assert 0 < len(prompt) <= self.cache.positions, "the caller fits prompts to the context"
+        budget = self.cache.positions - len(prompt) if budget is None else budget
+        seq = _Sequence(self._free.pop(), list(prompt), params, generator, constraint, budget, drafter)
+        if drafter is not None:
+            drafter.begin(prompt)
+            seq.stats = SpecStats(k_max)
+        self.running[key] = seq
+
+    def remove(self, key: K) -> None:
+        """The sequence leaves now (finished or cancelled): its slot is free for the next step."""
+        self._free.append(self.running.pop(key).slot)
+
+    def stats(self, key: K) -> SpecStats | None:
+        """A speculating sequence's acceptance figures so far."""
+        return self.running[key].stats
+
+    @torch.inference_mode()
+    def step(self) -> dict[K, Accepted]:
+        """One forward over the planned spans -> the tokens each sequence drew this step (a newcomer whose
+        prompt is not all in yet draws none; a speculating one 1 to k + 1)."""
+        plan = self._plan()
+        if not plan:
+            return {}
+        hidden = self._forward(plan)  # [N, dim]
+        drawing: list[tuple[K, _Sequence, Span, int]] = []  # and the first of its rows in hidden
+        rows: list[int] = []
+        offset = 0
+        for key, seq, span, _ in plan:
+            offset += span.length
+            if seq.pending is not None:  # its pending token and draft: every row is judged
+                drawing.append((key, seq, span, offset - span.length))
+                rows.extend(range(offset - span.length, offset))
+                continue
+            seq.cached = span.end
+            if seq.drafter is not None:
+                seq.hidden.append(hidden[offset - span.length : offset])
+            if seq.cached == len(seq.prompt):  # its prompt is in: the last row predicts the first token
+                drawing.append((key, seq, span, offset - 1))
+                rows.append(offset - 1)
+        logits = self.model.output(hidden[rows]).float()  # [R, V]: only the rows drawn from
+        drawn, row = {}, 0
+        for key, seq, span, first in drawing:
+            n = span.length if seq.pending is not None else 1
+            drawn[key] = self._draw(seq, span, logits[row : row + n], hidden[first : first + n])
+            row += n
+        return drawn
+
+    def _draw(self, seq: _Sequence, span: Span, logits: Tensor, hidden: Tensor) -> Accepted:
+        """``seq``'s tokens from its rows' logits [n, V] and hidden states [n, dim]: the first token after
+        its prompt, or its pending token's successor and whatever of its draft is accepted."""
+        if seq.draft is None:  # the first token, or a plain step: one token, as plain decoding draws it
+            row = logits[0] if seq.constraint is None else seq.constraint.mask(logits[0])
+            token = choose(row, seq.params, seq.generator)
+            if seq.constraint is not None:
+                seq.constraint.advance(token)
+            accepted = Accepted([token], row[None])
+            seq.cached = span.end
+        elif seq.draft.parents is None:
+            accepted = judge_chain(logits, seq.draft, seq.params, seq.generator, constraint=seq.constraint)
+            seq.cached = span.start + len(accepted.token_ids)
+        else:
+            accepted, path = judge_tree(logits, seq.draft, seq.params, seq.generator, seq.constraint)
+            if path[1:] != list(range(1, len(path))):
+                self.cache.keep(seq.slot, [span.start + r for r in path[1:]], span.start + 1)
+            seq.cached = span.start + len(path)
+            hidden = hidden[path]
+        if seq.pending is not None and seq.drafter is not None and seq.stats is not None:
+            depth = seq.draft.depth() if seq.draft is not None else 0
+            drafted = len(seq.draft.tokens) if seq.draft is not None else 0
+            seq.stats.record(depth, len(accepted.token_ids) - 1)
+            seq.drafter.observe(drafted, len(accepted.token_ids) - 1)
+            seq.hidden.append(hidden[: len(accepted.token_ids)])
+        seq.draft = None
+        seq.drawn += accepted.token_ids
+        seq.pending = accepted.token_ids[-1]
+        return accepted
+
+    def _plan(self) -> list[tuple[K, _Sequence, Span, list[int]]]:
+        """Every decoding sequence's pending token (and draft), and newcomers' next chunks, oldest first,
+        within the step's prompt budget; prompt chunks first (a float32 prompt twin runs them apart)."""
+        chunks: list[tuple[K, _Sequence, Span, list[int]]] = []
+        decodes: list[tuple[K, _Sequence, Span, list[int]]] = []
+        budget = self.prefill_budget
+        decoding = sum(seq.pending is not None for seq in self.running.values())
+        limit = self.draft_rows // decoding - 1 if decoding else 0
+        for key, seq in self.running.items():
+            if seq.pending is not None and seq.drafter is not None:
+                seq.plan_draft(limit, self.cache.positions)
+            span, tokens = seq.next_span(self.chunk)
+            assert span.end <= self.cache.positions, "a sequence outgrew its slot: the caller ends it first"
+            if seq.pending is not None:
+                decodes.append((key, seq, span, tokens))
+            elif not chunks or span.length <= budget:
+                chunks.append((key, seq, span, tokens))
+                budget -= span.length
+        return chunks + decodes
+
+    def _forward(self, plan: list[tuple[K, _Sequence, Span, list[int]]]) -> torch.Tensor:
+        """The plan's tokens -> hidden states [N, dim] in the model's dtype. Prompt chunks run through the
+        float32 prompt twin where the model has one, as a prompt alone does (`Transformer.forward`), each
+        chunk in a pass of its own: the twin's matmuls are dense float32, whose sums change with the rows
+        beside them, so a chunk is never packed with another."""
+        twin, dtype = self.model.prompt_model, self.model.output.weight.dtype
+        groups = [plan]
+        if twin is not None:
+            chunks = [[part] for part in plan if part[1].pending is None]
+            groups = [*chunks, plan[len(chunks) :]]
+        parts = []
+        for group in groups:
+            if group:
+                model = twin if twin is not None and group[0][1].pending is None else self.model
+                tokens = [t for _, _, _, toks in group for t in toks]
+                hidden = forward_packed(model, self.cache, tokens, [span for _, _, span, _ in group])
+                parts.append(hidden.to(dtype))
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
+class DecodeBatch(Generic[K]):
+    """Requests in, text deltas out: a TokenBatch whose sequences each end as alone they would (eos, a
+    stop sequence, max_tokens, the context), or when the caller cancels them. With ``drafter`` (a new
+    drafter for each sequence) every sequence speculates, ``k_max`` tokens a draft at most, and its last
+    delta carries its acceptance figures, as alone."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        vocab_size: int,
+        slots: int,
+        drafter: Callable[[], Drafter] | None = None,
+        k_max: int = 0,
+    ) -> None:
+        self.tokens: TokenBatch[K] = TokenBatch(model, slots, model.max_seq_len)
+        self.tokenizer, self.vocab_size = tokenizer, vocab_size
+        self.drafter, self.k_max = drafter, k_max
+        self._texts: dict[K, TextAssembler] = {}
+
+    @property
+    def slots(self) -> int:
+        return self.tokens.cache.slots
+
+    @property
+    def invariant(self) -> bool:
+        """Each sequence's tokens are those it would get alone (`batch.forward.row_invariant`)."""
+        return self.tokens.invariant
+
+    def running(self) -> int:
+        return len(self._texts)
+
+    def free(self) -> int:
+        return self.tokens.free()
+
+    def add(self, key: K, prompt_ids: list[int], params: SamplingParams) -> None:
+        """``key`` joins at the next step (a free slot must be left: `free`)."""
+        budget = min(params.max_tokens, self.tokens.cache.positions - len(prompt_ids))
+        constraint = None
+        if params.grammar is not None:
+            constraint = Constraint(params.grammar, self.tokenizer, self.vocab_size)
+        drafter = self.drafter() if self.drafter is not None else None
+        generator = make_generator(params.seed)
+        self.tokens.add(key, prompt_ids, params, generator, constraint, drafter, self.k_max, budget)
+        self._texts[key] = TextAssembler(self.tokenizer, params, budget)
+
+    def cancel(self, key: K) -> Delta:
+        """``key`` leaves now; its last delta, finish_reason "cancelled"."""
+        text = self._texts[key]
+        text.finish = "cancelled"
+        return self._end(key)
+
+    def step(self) -> list[tuple[K, Delta]]:
+        """One step of every running sequence -> the deltas it made, in order; a sequence's last delta
+        (finish_reason set) means it has left the batch."""
+        out = [(key, self._end(key)) for key, text in list(self._texts.items()) if text.finish is not None]
+        for key, accepted in self.tokens.step().items():
+            text = self._texts[key]
+            if (delta := text.add(accepted)) is not None:
+                out.append((key, delta))
+            if text.finish is not None:
+                out.append((key, self._end(key)))
+        return out
+
+    def _end(self, key: K) -> Delta:
+        stats = self.tokens.stats(key)
+        self.tokens.remove(key)
+        last = self._texts.pop(key).last()
+        if stats is None:
+            return last
+        return replace(last, stats={**last.stats, **stats.as_dict()})
