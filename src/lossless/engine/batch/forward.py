@@ -58,13 +58,20 @@ class Span:
             return torch.arange(self.start, self.end)
         return self.start + self.tree.sum(-1) - 1
 
-    def visible(self) -> list[Tensor]:
-        """Per token, the positions it sees, increasing: a token of a chain the cache up to itself, a tree
-        node the cache before start and its own ancestors (what it would see alone, in its path's order)."""
-        if self.tree is None:
-            return [torch.arange(self.start + i + 1) for i in range(self.length)]
-        before = torch.arange(self.start)
-        return [torch.cat([before, self.start + row.nonzero()[:, 0]]) for row in self.tree]
+    def row_keys(self) -> list[tuple[int | Tensor, Tensor]]:
+        """Per token, what it sees as alone: the cache up to itself (a chain's token; a prefix's length), or
+        before start and its own ancestors (a tree node: their positions, in its path's order, or a prefix's
+        length where they are one) -> (those keys, the all-true mask over them that a one-token step has)."""
+        rows: list[tuple[int | Tensor, Tensor]] = []
+        for i in range(self.length):
+            seen: int | Tensor = self.start + i + 1
+            if self.tree is not None:
+                ancestors = self.tree[i].nonzero()[:, 0]
+                seen = self.start + len(ancestors)
+                if ancestors[-1] != len(ancestors) - 1:  # not rows 0..i: gather them
+                    seen = torch.cat([torch.arange(self.start), self.start + ancestors])
+            rows.append((seen, torch.ones(1, seen if isinstance(seen, int) else len(seen), dtype=torch.bool)))
+        return rows
 
     def mask(self) -> Tensor:
         """[length, end]: which cache positions each of its tokens sees, as alone."""
@@ -117,7 +124,8 @@ def forward_packed(model: Transformer, cache: SlotCache, tokens: list[int], span
     slots = torch.cat([torch.full((s.length,), s.slot) for s in spans])  # [N]
     rotated = torch.cat([s.rope_positions() for s in spans])  # [N]
     cos, sin = model.rope_cos[rotated], model.rope_sin[rotated]  # [N, D]
-    masks = [s.mask() for s in spans]  # [T, L] each: the keys a span's query may see, as alone
+    # [T, L] each: the keys a span's query may see, as alone (or each token's own: `Span.row_keys`)
+    masks = [s.row_keys() if s.rows_apart else s.mask() for s in spans]
     x = model.tok_embeddings(torch.tensor([tokens]))  # [1, N, dim]
     for i, block in enumerate(model.layers):
         assert isinstance(block, Block) and isinstance(block.attention, Attention)
@@ -149,7 +157,7 @@ def packed_attention(
     sin: Tensor,
     kv: tuple[Tensor, Tensor],
     spans: list[Span],
-    masks: list[Tensor],
+    masks: list[Tensor | list[tuple[int | Tensor, Tensor]]],
     slots: Tensor,
     positions: Tensor,
 ) -> Tensor:
@@ -169,11 +177,14 @@ def packed_attention(
         ks = span_cache(keys, span).to(q.dtype)  # [1, Hkv, L, D]
         vs = span_cache(values, span).to(q.dtype)
         qs = q[:, :, offset : offset + span.length]  # [1, H, T, D]
-        if span.rows_apart:
-            out += [
-                attend(qs[:, :, i : i + 1], ks[:, :, seen], vs[:, :, seen], seen[None] >= 0)
-                for i, seen in enumerate(span.visible())
-            ]
+        if isinstance(mask, list):  # rows apart: each token as a one-token step
+            for i, (seen, ones) in enumerate(mask):
+                k, v = (
+                    (ks[:, :, :seen], vs[:, :, :seen])
+                    if isinstance(seen, int)
+                    else (ks[:, :, seen], vs[:, :, seen])
+                )
+                out.append(attend(qs[:, :, i : i + 1], k, v, ones))
         else:
             out.append(attend(qs, ks, vs, mask))
         offset += span.length
