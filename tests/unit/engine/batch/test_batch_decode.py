@@ -380,6 +380,39 @@ def test_drafts_shrink_as_more_sequences_decode(decoding: int, allowed: int) -> 
     assert [d.asked for d in drafters] == [[allowed]] * decoding
 
 
+class Wrong(Asked):
+    """Drafts k tokens, every one a token the target does not choose next (greedy): a yield of 1 a step."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def propose(self, context, k, params, generator, hidden):  # type: ignore[no-untyped-def]
+        self.asked.append(k)
+        with torch.inference_mode():
+            choice = int(
+                self.model(torch.tensor([list(context)]), torch.arange(len(context)))[0, -1].argmax()
+            )
+        return Draft([(choice + 1) % self.model.args.vocab_size] * k, None)
+
+
+def test_beside_others_only_drafts_that_yield_go_on() -> None:
+    """Rejected drafts (a yield of 1 token a step) stop beside another decoding sequence, and go on alone."""
+    model = tiny(0)
+    batch: TokenBatch[int] = TokenBatch(model, 2, 64, draft_rows=8)
+    wrong, alone = Wrong(model), Wrong(model)
+    batch.add(0, [1, 2, 3], GREEDY, make_generator(None), drafter=wrong, k_max=3)
+    batch.add(1, [4, 5], GREEDY, make_generator(None), drafter=Asked(), k_max=3)
+    for _ in range(4):
+        batch.step()
+    assert wrong.asked == [3, 0, 0]  # yielded 1: no more drafts while the other decodes
+    lone: TokenBatch[int] = TokenBatch(model, 2, 64, draft_rows=8)
+    lone.add(0, [1, 2, 3], GREEDY, make_generator(None), drafter=alone, k_max=3)
+    for _ in range(4):
+        lone.step()
+    assert alone.asked == [3, 3, 3]
+
+
 def test_the_last_delta_carries_the_acceptance_figures(tiny_checkpoint: Path) -> None:
     engine = Engine.load(tiny_checkpoint)
     engine.use_drafter(parse_drafter_spec("ngram"))
