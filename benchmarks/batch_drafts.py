@@ -80,8 +80,7 @@ def main() -> None:
     for rnd in range(opts.rounds):
         order = configs if rnd % 2 == 0 else configs[::-1]
         for suite in opts.suites:
-            key = "short" if suite == "chat" else suite
-            prompts = [plain.chat_prompt([{"role": "user", "content": p}]) for p in SUITES[key]]
+            prompts = [plain.chat_prompt([{"role": "user", "content": p}]) for p in SUITES[suite]]
             for clients in opts.clients:
                 for rows in order:
                     engine = plain if rows is None else drafting

@@ -7,8 +7,8 @@ a level:
 
     ours                  `lossless serve --threads T --compile wait`: its default, one request at a time,
                           the DSpark head drafting (int4 on the file's Q4 blocks)
-    ours batch16          `lossless serve --threads T --max-batch 16`: continuous batching of plain
-                          decoding (eager; the batch does not speculate yet)
+    ours batch16          `lossless serve --threads T --max-batch 16`: continuous batching (eager), each
+                          request drafting with the DSpark head at low load (before 5b7951f: plain)
     llama-server          `-t T -np 16`, plain, and with `--spec-type ngram-simple`: the stronger of the
                           two per suite and load is the peer its ratios are read against
     vllm                  (--vllm) bfloat16 on the file dequantized, T OpenMP threads, prefix caching off
