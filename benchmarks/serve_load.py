@@ -19,6 +19,8 @@ from the slowest one: bench marks it thin). The figure quoted is the median over
 range. Raw records and summaries go under --out, beside results.json.
 
     python benchmarks/serve_load.py --out docs/results/DATE-serve-load [--runs 3] [--vllm]
+    python benchmarks/serve_load.py --out DIR --vllm --loads 16 --only "ours batch16" llama-server \
+        "llama-server ngram-simple" vllm                        # a rerun of the 16-client cells alone
 """
 
 from __future__ import annotations
@@ -64,11 +66,19 @@ def servers(threads: int, vllm: bool) -> dict[str, tuple[str, Any]]:
     return found
 
 
-def measure(out: Path, runs: int, threads: int, vllm: bool) -> list[dict[str, Any]]:
+def measure(
+    out: Path,
+    runs: int,
+    threads: int,
+    vllm: bool,
+    loads: tuple[int, ...] = LOADS,
+    only: set[str] | None = None,
+) -> list[dict[str, Any]]:
+    table = {n: s for n, s in servers(threads, vllm).items() if only is None or n in only}
     rows = []
-    for run, name, model, server in in_turn(servers(threads, vllm), runs):
+    for run, name, model, server in in_turn(table, runs):
         for suite in SUITES:
-            for c in LOADS:
+            for c in loads:
                 where = out / f"run{run}" / name.replace(" ", "-") / f"{suite}-c{c}"
                 where.parent.mkdir(parents=True, exist_ok=True)
                 e = bench_one(server.url, model, suite, max(16, 2 * c), where, concurrency=c)
@@ -97,7 +107,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     vLLM in total tokens/s, as the median of the runs' ratios with their range."""
     out: dict[str, Any] = {}
     for suite in SUITES:
-        for c in LOADS:
+        for c in sorted({r["c"] for r in rows}):
             cell = [r for r in rows if r["suite"] == suite and r["c"] == c]
             by: dict[str, dict[int, dict[str, Any]]] = {}
             for r in cell:
@@ -140,10 +150,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="vLLM's CPU server as a peer too (make vllm)")
+    ap.add_argument("--loads", type=int, nargs="+", default=list(LOADS), help="client counts c")
+    ap.add_argument("--only", nargs="+", help="these endpoints only (names as in the table, quoted)")
     opts = ap.parse_args()
     opts.out.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()} before", file=sys.stderr)
-    rows = measure(opts.out, opts.runs, opts.threads, opts.vllm)
+    only = set(opts.only) if opts.only else None
+    rows = measure(opts.out, opts.runs, opts.threads, opts.vllm, tuple(opts.loads), only)
     print(f"load average {os.getloadavg()} after", file=sys.stderr)
     found = {"rows": rows, "summary": summarize(rows), "argv": sys.argv[1:]}
     (opts.out / "results.json").write_text(json.dumps(found, indent=1) + "\n")
