@@ -9,6 +9,7 @@ a level:
                           the DSpark head drafting (int4 on the file's Q4 blocks)
     ours batch16          `lossless serve --threads T --max-batch 16`: continuous batching (eager), each
                           request drafting with the DSpark head at low load (before 5b7951f: plain)
+    ours batch16 plain    the same with `--speculative none`
     llama-server          `-t T -np 16`, plain, and with `--spec-type ngram-simple`: the stronger of the
                           two per suite and load is the peer its ratios are read against
     vllm                  (--vllm) bfloat16 on the file dequantized, T OpenMP threads, prefix caching off
@@ -21,6 +22,7 @@ range. Raw records and summaries go under --out, beside results.json.
     python benchmarks/serve_load.py --out docs/results/DATE-serve-load [--runs 3] [--vllm]
     python benchmarks/serve_load.py --out DIR --vllm --loads 16 --only "ours batch16" llama-server \
         "llama-server ngram-simple" vllm                        # a rerun of the 16-client cells alone
+    python benchmarks/serve_load.py --pool A/results.json B/results.json   # runs of several sessions
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless import models
-from support import LlamaServer, LosslessServer, VllmServer, bench_one, hf_folder, in_turn
+from support import LlamaServer, LosslessServer, VllmServer, bench_one, hf_folder, in_turn, pooled
 
 SUITES = ("short", "grounded")  # open chat, and answers that quote a passage the prompt holds
 LOADS = (1, 4, 16)
@@ -51,6 +53,10 @@ def servers(threads: int, vllm: bool) -> dict[str, tuple[str, Any]]:
         "ours batch16": (
             models.SMOLLM2.name,
             lambda: LosslessServer("--threads", t, "--max-batch", str(slots)),
+        ),
+        "ours batch16 plain": (
+            models.SMOLLM2.name,
+            lambda: LosslessServer("--threads", t, "--max-batch", str(slots), "--speculative", "none"),
         ),
         "llama-server": ("smol", lambda: LlamaServer(gguf, threads=threads, parallel=slots, metrics=False)),
         "llama-server ngram-simple": (
@@ -146,20 +152,28 @@ def _range(runs: dict[int, dict[str, Any]], figure: str) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True, help="a folder for every run's records and results")
+    ap.add_argument("--out", type=Path, help="a folder for every run's records and results")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="vLLM's CPU server as a peer too (make vllm)")
     ap.add_argument("--loads", type=int, nargs="+", default=list(LOADS), help="client counts c")
     ap.add_argument("--only", nargs="+", help="these endpoints only (names as in the table, quoted)")
+    ap.add_argument(
+        "--pool", type=Path, nargs="+", help="measure nothing: the summary of these results.json files' runs"
+    )
     opts = ap.parse_args()
-    opts.out.mkdir(parents=True, exist_ok=True)
-    print(f"load average {os.getloadavg()} before", file=sys.stderr)
-    only = set(opts.only) if opts.only else None
-    rows = measure(opts.out, opts.runs, opts.threads, opts.vllm, tuple(opts.loads), only)
-    print(f"load average {os.getloadavg()} after", file=sys.stderr)
-    found = {"rows": rows, "summary": summarize(rows), "argv": sys.argv[1:]}
-    (opts.out / "results.json").write_text(json.dumps(found, indent=1) + "\n")
+    if opts.pool:
+        found: dict[str, Any] = {"summary": summarize(pooled(opts.pool))}
+    elif opts.out is None:
+        ap.error("--out or --pool is needed")
+    else:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        print(f"load average {os.getloadavg()} before", file=sys.stderr)
+        only = set(opts.only) if opts.only else None
+        rows = measure(opts.out, opts.runs, opts.threads, opts.vllm, tuple(opts.loads), only)
+        print(f"load average {os.getloadavg()} after", file=sys.stderr)
+        found = {"rows": rows, "summary": summarize(rows), "argv": sys.argv[1:]}
+        (opts.out / "results.json").write_text(json.dumps(found, indent=1) + "\n")
     for cell, s in found["summary"].items():
         print(f"{cell}:")
         for name, f in s["figures"].items():

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lossless import models
-from support import LlamaServer, LosslessServer, VllmServer, bench_one, hf_folder, in_turn
+from support import LlamaServer, LosslessServer, VllmServer, bench_one, hf_folder, in_turn, pooled
 
 SUITES = ("short", "grounded")  # open chat, and answers that quote a passage the prompt holds
 LLAMA_SPEC = ("ngram-simple", "ngram-mod", "ngram-map-k")  # its model-free drafters (no draft GGUF exists)
@@ -90,15 +90,6 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             ratios[peer] = {"median": statistics.median(each), "range": [min(each), max(each)], "runs": each}
         out[suite] = {"speeds": medians, "strongest_llama_server": llama, "ratios": ratios}
     return out
-
-
-def pooled(paths: list[Path]) -> list[dict[str, Any]]:
-    """The rows of several results.json (runs of the same command at other times), each run named
-    ``FILE_INDEX:RUN`` so that the runs stay apart."""
-    rows = []
-    for i, path in enumerate(paths):
-        rows += [r | {"run": f"{i}:{r['run']}"} for r in json.loads(path.read_text())["rows"]]
-    return rows
 
 
 def main() -> None:

@@ -128,6 +128,15 @@ def in_turn(
                 yield run + 1, name, model, server
 
 
+def pooled(paths: list[Path]) -> list[dict[str, Any]]:
+    """The rows of several results.json (runs of the same command at other times), each run named
+    ``FILE_INDEX:RUN`` so that the runs stay apart."""
+    rows = []
+    for i, path in enumerate(paths):
+        rows += [r | {"run": f"{i}:{r['run']}"} for r in json.loads(path.read_text())["rows"]]
+    return rows
+
+
 def bench_one(
     url: str, model: str, suite: str, requests: int, out: Path, concurrency: int = 1
 ) -> dict[str, Any]:
