@@ -140,9 +140,10 @@ def _threshold_help() -> str:
     show_default=True,
     type=click.IntRange(1, 256),
     help="Requests decoded together in a continuous batch (each joins and leaves at any step, with a KV "
-    "cache slot of its own; greedy output the same as the request alone). The default, 1, serves one "
-    "request at a time as before, speculatively: the batch decodes plainly and eagerly for now, so "
-    "above 1 --speculative auto means none and --compile is off (an explicit drafter keeps one at a time).",
+    "cache slot of its own; greedy output the same as the request alone). Each request drafts inside the "
+    "batch with a drafter of its own while few decode (ngram, dspark; a draft:PATH model keeps one request "
+    "at a time); the batch runs eagerly, so above 1 --compile is off. The default, 1, serves one request at "
+    "a time, compiled: faster for a lone user.",
 )
 @click.option(
     "--context",
