@@ -51,6 +51,7 @@ DRAFT_ROWS = 8  # decoding tokens per step, pending and drafted, before the draf
 # (benchmarks/batch_drafts.py, eager, 2 cores: grounded answers' 2.7-3.3 paid at 2 clients, 1.28x; open
 # chat's 1.7 cost 12% at 2 clients and 25% at 4, and paid only alone)
 DRAFT_YIELD = 2.5
+HIDDEN_KEPT = 64  # steps of a sequence's hidden states kept for its drafter while it does not draft
 
 
 @dataclass(eq=False)
@@ -89,9 +90,14 @@ class _Sequence:
         return Span(self.slot, self.cached, n), self.prompt[self.cached : self.cached + n]
 
     def plan_draft(self, limit: int, positions: int) -> None:
-        """Its draft for this step: at most ``limit`` tokens, none past its budget or its slot. The drafter
-        is asked every step (limit 0 too), so that it sees every hidden state and outcome."""
+        """Its draft for this step: at most ``limit`` tokens, none past its budget or its slot. With a
+        limit of 0 the drafter is not asked (at 16 clients asking every drafter for nothing each step cost
+        4-6%): the target's hidden states wait for it, the latest ``HIDDEN_KEPT`` steps' of them."""
         assert self.drafter is not None and self.stats is not None
+        if limit <= 0:
+            self.draft = None
+            del self.hidden[:-HIDDEN_KEPT]
+            return
         context = self.context()
         room = min(self.budget - len(self.drawn) - 1, positions - len(context))
         hidden = torch.cat(self.hidden) if self.hidden else None
@@ -192,7 +198,7 @@ class TokenBatch(Generic[K]):
                 continue
             seq.cached = span.end
             if seq.drafter is not None:
-                seq.hidden.append(hidden[offset - span.length : offset])
+                seq.hidden.append(hidden[offset - span.length : offset].clone())
             if seq.cached == len(seq.prompt):  # its prompt is in: the last row predicts the first token
                 drawing.append((key, seq, span, offset - 1))
                 rows.append(offset - 1)
@@ -231,7 +237,7 @@ class TokenBatch(Generic[K]):
                 n = len(accepted.token_ids)
                 seq.yields = n if seq.yields is None else 0.75 * seq.yields + 0.25 * n
             seq.drafter.observe(drafted, len(accepted.token_ids) - 1)
-            seq.hidden.append(hidden[: len(accepted.token_ids)])
+            seq.hidden.append(hidden[: len(accepted.token_ids)].clone())  # not a view of the step's rows
         seq.draft = None
         seq.drawn += accepted.token_ids
         seq.pending = accepted.token_ids[-1]
