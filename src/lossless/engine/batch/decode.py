@@ -230,14 +230,12 @@ class TokenBatch(Generic[K]):
             seq.cached = span.start + len(path)
             hidden = hidden[path]
         if seq.pending is not None and seq.drafter is not None and seq.stats is not None:
-            depth = seq.draft.depth() if seq.draft is not None else 0
-            drafted = len(seq.draft.tokens) if seq.draft is not None else 0
-            seq.stats.record(depth, len(accepted.token_ids) - 1)
-            if seq.draft is not None:
-                n = len(accepted.token_ids)
+            n, draft = len(accepted.token_ids), seq.draft
+            seq.stats.record(draft.depth() if draft else 0, n - 1)
+            seq.drafter.observe(len(draft.tokens) if draft else 0, n - 1)
+            if draft is not None:
                 seq.yields = n if seq.yields is None else 0.75 * seq.yields + 0.25 * n
-            seq.drafter.observe(drafted, len(accepted.token_ids) - 1)
-            seq.hidden.append(hidden[: len(accepted.token_ids)].clone())  # not a view of the step's rows
+            seq.hidden.append(hidden[:n].clone())  # not a view of the step's rows
         seq.draft = None
         seq.drawn += accepted.token_ids
         seq.pending = accepted.token_ids[-1]

@@ -42,7 +42,7 @@ class Span:
     # tokens fill positions start..end - 1 of the slot but each sees only the cache before start and its
     # own ancestors, rotated for the position of its depth (as `Transformer.forward(tree=...)`)
     tree: Tensor | None = field(default=None, compare=False)
-    # each token's attention computed as a one-token step computes it, over exactly what it sees (`visible`):
+    # each token's attention computed as a one-token step computes it, over exactly what it sees (`row_keys`):
     # the same bits whatever else the span holds. Attention over several queries at once is not row-invariant
     # (bfloat16: 59 of 1267 rows moved between one query and 2-8 on this machine; float32: nearly all), so a
     # decoding sequence's drafts would otherwise change its own numerics with their length
@@ -179,12 +179,10 @@ def packed_attention(
         qs = q[:, :, offset : offset + span.length]  # [1, H, T, D]
         if isinstance(mask, list):  # rows apart: each token as a one-token step
             for i, (seen, ones) in enumerate(mask):
-                k, v = (
-                    (ks[:, :, :seen], vs[:, :, :seen])
-                    if isinstance(seen, int)
-                    else (ks[:, :, seen], vs[:, :, seen])
-                )
-                out.append(attend(qs[:, :, i : i + 1], k, v, ones))
+                if isinstance(seen, int):
+                    out.append(attend(qs[:, :, i : i + 1], ks[:, :, :seen], vs[:, :, :seen], ones))
+                else:
+                    out.append(attend(qs[:, :, i : i + 1], ks[:, :, seen], vs[:, :, seen], ones))
         else:
             out.append(attend(qs, ks, vs, mask))
         offset += span.length
