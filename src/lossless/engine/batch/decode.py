@@ -81,10 +81,9 @@ class _Sequence:
             tree = (
                 tree_mask(self.draft) if self.draft is not None and self.draft.parents is not None else None
             )
-            # greedy tokens must not depend on the draft's length (`Span.rows_apart`); sampled ones only keep
-            # their distribution, which any attention arithmetic of the target does
-            apart = bool(draft) and self.params.greedy
-            span = Span(self.slot, self.cached, 1 + len(draft), tree, rows_apart=apart)
+            # each token as a one-token step (`Span.rows_apart`): greedy tokens must not depend on the draft's
+            # length, and our attention kernel computes every decoding row in one call a layer
+            span = Span(self.slot, self.cached, 1 + len(draft), tree, rows_apart=True)
             return span, [self.pending, *draft]
         n = min(chunk, len(self.prompt) - self.cached)
         return Span(self.slot, self.cached, n), self.prompt[self.cached : self.cached + n]

@@ -8,8 +8,11 @@ each with a KV cache slot of its own, their new tokens packed into one row.
 
 What runs over the packed row, every layer: the norms, the q|k|v and output projections, RoPE and the
 feed-forward, where the weights are read once for all N tokens (on a CPU a decode step is bound by reading
-them: that is the gain). What runs per sequence: attention, over that sequence's own slot, with exactly the
-shapes it would have alone ([1, H, T, D] queries against [1, Hkv, L, D] keys; `transformer.attend`).
+them: that is the gain). What runs per sequence: attention, over that sequence's own slot. A prompt chunk's
+runs with exactly the shapes it would have alone ([1, H, T, D] queries against [1, Hkv, L, D] keys;
+`transformer.attend`); a decoding sequence's rows (its pending token and draft) each as a one-token step,
+all of the step's in one call of our kernel (`block_kernels.rows_attention`; where it is not built, one
+`attend` per row).
 
 Batch-invariant numerics follow from that split where the row-wise layers are: a row's norm, RoPE and
 activation are computed from that row alone (`rms_norm_rows` says what that took), and the int4 and Q8_0
@@ -31,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from lossless.engine.model.transformer import Attention, Block, RMSNorm, Transformer, apply_rope, attend
+from lossless.engine.weights import block_kernels
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,9 @@ class Span:
     # own ancestors, rotated for the position of its depth (as `Transformer.forward(tree=...)`)
     tree: Tensor | None = field(default=None, compare=False)
     # each token's attention computed as a one-token step computes it, over exactly what it sees (`row_keys`):
-    # the same bits whatever else the span holds. Attention over several queries at once is not row-invariant
-    # (bfloat16: 59 of 1267 rows moved between one query and 2-8 on this machine; float32: nearly all), so a
-    # decoding sequence's drafts would otherwise change its own numerics with their length
+    # the same bits whatever else the span holds. torch's attention over several queries at once is not
+    # row-invariant (bfloat16: 59 of 1267 rows moved between one query and 2-8 on this machine; float32:
+    # nearly all), so a decoding sequence's drafts would otherwise change its own numerics with their length
     rows_apart: bool = False
 
     @property
@@ -115,6 +119,36 @@ def row_invariant(model: Transformer) -> bool:
     return all(getattr(m, "row_invariant", False) for m in matmuls)
 
 
+@dataclass(frozen=True)
+class KernelRows:
+    """The rows of a step that one call of our attention kernel computes (`block_kernels.rows_attention`):
+    every token of the spans whose rows go apart, each over what it sees (`Span.row_keys`, as indices)."""
+
+    index: Tensor  # [R]: their places in the packed row
+    slots: Tensor  # [R]
+    seen: Tensor  # [R]: each sees its slot's positions 0..seen - 1,
+    offsets: Tensor  # [R + 1]: then extra[offsets[r]:offsets[r + 1]] (a tree node's ancestors)
+    extra: Tensor
+
+    @classmethod
+    def of(cls, spans: list[Span]) -> KernelRows:
+        index, slots, seen, offsets, extra, offset = [], [], [], [0], [], 0
+        for span in spans:
+            if span.rows_apart:
+                for i, (keys, _) in enumerate(span.row_keys()):
+                    index.append(offset + i)
+                    slots.append(span.slot)
+                    if isinstance(keys, int):
+                        seen.append(keys)
+                    else:  # the cache before start, then the node's ancestors
+                        seen.append(span.start)
+                        extra += keys[span.start :].tolist()
+                    offsets.append(len(extra))
+            offset += span.length
+        as_long = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
+        return cls(*(as_long(v) for v in (index, slots, seen, offsets, extra)))
+
+
 @torch.inference_mode()
 def forward_packed(model: Transformer, cache: SlotCache, tokens: list[int], spans: list[Span]) -> Tensor:
     """The spans' ``tokens`` (packed, [N]) through ``model``, each attending to its own slot -> the final
@@ -124,17 +158,26 @@ def forward_packed(model: Transformer, cache: SlotCache, tokens: list[int], span
     slots = torch.cat([torch.full((s.length,), s.slot) for s in spans])  # [N]
     rotated = torch.cat([s.rope_positions() for s in spans])  # [N]
     cos, sin = model.rope_cos[rotated], model.rope_sin[rotated]  # [N, D]
+    # rows apart go to our kernel, all in one call a layer, where it is built; else each as a one-token step
+    apart = any(s.rows_apart for s in spans)
+    kernel = KernelRows.of(spans) if apart and rows_kernel(cache.k[0].dtype) else None
     # [T, L] each: the keys a span's query may see, as alone (or each token's own: `Span.row_keys`)
-    masks = [s.row_keys() if s.rows_apart else s.mask() for s in spans]
+    masks = [None if kernel and s.rows_apart else s.row_keys() if s.rows_apart else s.mask() for s in spans]
     x = model.tok_embeddings(torch.tensor([tokens]))  # [1, N, dim]
     for i, block in enumerate(model.layers):
         assert isinstance(block, Block) and isinstance(block.attention, Attention)
         attention = block.attention
         kv = (cache.k[i], cache.v[i])
         normed = rms_norm_rows(block.attention_norm, x)
-        h = x + packed_attention(attention, normed, cos, sin, kv, spans, masks, slots, positions)
+        h = x + packed_attention(attention, normed, cos, sin, kv, spans, masks, slots, positions, kernel)
         x = h + block.feed_forward(rms_norm_rows(block.ffn_norm, h))
     return rms_norm_rows(model.norm, x)[0]  # [N, dim]
+
+
+def rows_kernel(dtype: torch.dtype) -> bool:
+    """Whether our row-by-row attention kernel is built and loaded (`block_kernels.available`) and takes
+    a cache of ``dtype`` (bfloat16 or float32)."""
+    return dtype in (torch.bfloat16, torch.float32) and block_kernels.available() is None
 
 
 def rms_norm_rows(norm: nn.Module, x: Tensor) -> Tensor:
@@ -157,11 +200,13 @@ def packed_attention(
     sin: Tensor,
     kv: tuple[Tensor, Tensor],
     spans: list[Span],
-    masks: list[Tensor | list[tuple[int | Tensor, Tensor]]],
+    masks: list[Tensor | list[tuple[int | Tensor, Tensor]] | None],
     slots: Tensor,
     positions: Tensor,
+    kernel: KernelRows | None = None,
 ) -> Tensor:
-    """x [1, N, dim] -> [1, N, dim]: projections over the packed row, attention span by span."""
+    """x [1, N, dim] -> [1, N, dim]: projections over the packed row; attention span by span, or for the
+    spans whose rows go apart (a None mask) in one call of our kernel over ``kernel``'s rows."""
     _, n, _ = x.shape
     heads, kv_heads, head_dim = attention.n_heads, attention.n_kv_heads, attention.head_dim
     q, k, v = attention.wqkv(x).split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
@@ -172,22 +217,28 @@ def packed_attention(
     # a float32 prompt twin's keys and values are stored rounded to the cache's dtype, as alone
     keys[slots, :, positions] = k[0].transpose(0, 1).to(keys.dtype)  # [N, Hkv, D]
     values[slots, :, positions] = v.view(n, kv_heads, head_dim).to(values.dtype)
-    out, offset = [], 0
+    rows = q[0].transpose(0, 1)  # [N, H, D]
+    y = torch.empty_like(rows)
+    if kernel is not None:
+        apart = rows[kernel.index].to(keys.dtype)
+        y[kernel.index] = block_kernels.rows_attention(
+            apart, keys, values, kernel.slots, kernel.seen, kernel.offsets, kernel.extra
+        ).to(y.dtype)
+    offset = 0
     for span, mask in zip(spans, masks, strict=True):
-        ks = span_cache(keys, span).to(q.dtype)  # [1, Hkv, L, D]
-        vs = span_cache(values, span).to(q.dtype)
-        qs = q[:, :, offset : offset + span.length]  # [1, H, T, D]
-        if isinstance(mask, list):  # rows apart: each token as a one-token step
-            for i, (seen, ones) in enumerate(mask):
-                if isinstance(seen, int):
-                    out.append(attend(qs[:, :, i : i + 1], ks[:, :, :seen], vs[:, :, :seen], ones))
-                else:
-                    out.append(attend(qs[:, :, i : i + 1], ks[:, :, seen], vs[:, :, seen], ones))
-        else:
-            out.append(attend(qs, ks, vs, mask))
+        if mask is not None:
+            ks = span_cache(keys, span).to(q.dtype)  # [1, Hkv, L, D]
+            vs = span_cache(values, span).to(q.dtype)
+            qs = q[:, :, offset : offset + span.length]  # [1, H, T, D]
+            if isinstance(mask, list):  # rows apart: each token as a one-token step
+                for i, (seen, ones) in enumerate(mask):
+                    index = slice(None, seen) if isinstance(seen, int) else seen
+                    one = attend(qs[:, :, i : i + 1], ks[:, :, index], vs[:, :, index], ones)
+                    y[offset + i] = one[0, :, 0]
+            else:
+                y[offset : offset + span.length] = attend(qs, ks, vs, mask)[0].transpose(0, 1)
         offset += span.length
-    y = torch.cat(out, dim=2) if len(out) > 1 else out[0]  # [1, H, N, D]
-    return attention.wo(y.transpose(1, 2).reshape(1, n, heads * head_dim))
+    return attention.wo(y.reshape(1, n, heads * head_dim))
 
 
 def span_cache(cache: Tensor, span: Span) -> Tensor:

@@ -8,6 +8,9 @@
 // 4j + t in the low nibble and column 16 + 4j + t in the high one. One vpdpbusd then adds 4 columns
 // of 16 rows. scales[g][b] holds the 16 rows' d, then their m (a weight is d * code + m).
 //
+// Beside them, attention computed row by row over each row's own cache slot (lossless::rows_attention_<isa>,
+// at the end of this file), for the continuous batch's decoding rows.
+//
 // The AVX-512 build also has the same product for 8-bit codes (lossless::q8_linear_avx512, Q8_0 weights
 // offset by 128: block_kernels.pack8), which the output layer uses (quant.Q8Linear).
 #include <ATen/ATen.h>
@@ -196,18 +199,120 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor
   return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
 }
 
+
+// ---- attention, row by row (the continuous batch's decoding rows: engine/batch/forward.py) ----------------
+//
+// Each query row r attends over the keys of its own KV cache slot that it sees: positions 0..seen[r]-1,
+// then extra[offsets[r]..offsets[r+1]-1] (a tree node's ancestors), in that order. A row's sums run over its
+// keys in that order, in float32, whatever the other rows are: its bits are the same in any batch, at any
+// draft length, and as the pending token of a one-token step. Query head g * group + i reads kv head g.
+template <typename T>
+void attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const int64_t* slots,
+                 const int64_t* seen, const int64_t* offsets, const int64_t* extra, at::Tensor& out) {
+  const int64_t rows = q.size(0), heads = q.size(1), dim = q.size(2);
+  const int64_t kv_heads = keys.size(1), positions = keys.size(2), group = heads / kv_heads;
+  const T* qs = q.data_ptr<T>();
+  const T* ks = keys.data_ptr<T>();
+  const T* vs = values.data_ptr<T>();
+  T* os = out.data_ptr<T>();
+  const float scale = 1.f / std::sqrt(static_cast<float>(dim));
+  at::parallel_for(0, rows * kv_heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> query(group * dim), key(dim), acc(group * dim), scores, total(group);
+    for (int64_t item = begin; item < end; item++) {
+      const int64_t r = item / kv_heads, h = item % kv_heads, prefix = seen[r];
+      const int64_t n = prefix + offsets[r + 1] - offsets[r];
+      const int64_t base = (slots[r] * kv_heads + h) * positions;
+      scores.resize(group * n);
+      for (int64_t i = 0; i < group * dim; i++) query[i] = static_cast<float>(qs[(r * heads + h * group) * dim + i]);
+      for (int64_t j = 0; j < n; j++) {
+        const int64_t at = j < prefix ? j : extra[offsets[r] + j - prefix];
+        const T* k = ks + (base + at) * dim;
+        for (int64_t d = 0; d < dim; d++) key[d] = static_cast<float>(k[d]);
+        for (int64_t i = 0; i < group; i++) {
+          const float* qi = query.data() + i * dim;
+          float s = 0.f;
+#pragma omp simd reduction(+ : s)
+          for (int64_t d = 0; d < dim; d++) s += qi[d] * key[d];
+          scores[i * n + j] = s * scale;
+        }
+      }
+      for (int64_t i = 0; i < group; i++) {  // softmax, each head's scores on their own
+        float* si = scores.data() + i * n;
+        const float top = *std::max_element(si, si + n);
+        float sum = 0.f;
+        for (int64_t j = 0; j < n; j++) {
+          si[j] = std::exp(si[j] - top);
+          sum += si[j];
+        }
+        total[i] = sum;
+      }
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int64_t j = 0; j < n; j++) {
+        const int64_t at = j < prefix ? j : extra[offsets[r] + j - prefix];
+        const T* v = vs + (base + at) * dim;
+        for (int64_t d = 0; d < dim; d++) key[d] = static_cast<float>(v[d]);
+        for (int64_t i = 0; i < group; i++) {
+          const float p = scores[i * n + j];
+          float* ai = acc.data() + i * dim;
+          for (int64_t d = 0; d < dim; d++) ai[d] += p * key[d];
+        }
+      }
+      for (int64_t i = 0; i < group; i++) {
+        const float inv = 1.f / total[i];
+        T* o = os + (r * heads + h * group + i) * dim;
+        for (int64_t d = 0; d < dim; d++) o[d] = static_cast<T>(acc[i * dim + d] * inv);
+      }
+    }
+  });
+}
+
+at::Tensor rows_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                          const at::Tensor& slots, const at::Tensor& seen, const at::Tensor& offsets,
+                          const at::Tensor& extra) {
+  TORCH_CHECK(q.dim() == 3 && keys.dim() == 4 && values.sizes() == keys.sizes(), "rows_attention: q [R, H, D], keys and values [S, Hkv, P, D]");
+  TORCH_CHECK(q.size(2) == keys.size(3) && q.size(1) % keys.size(1) == 0, "rows_attention: head shapes disagree");
+  TORCH_CHECK(keys.scalar_type() == q.scalar_type() && values.scalar_type() == q.scalar_type(), "rows_attention: q, keys and values of one dtype");
+  TORCH_CHECK(keys.is_contiguous() && values.is_contiguous(), "rows_attention: contiguous caches expected");
+  const int64_t rows = q.size(0);
+  for (const at::Tensor* t : {&slots, &seen, &offsets, &extra}) {
+    TORCH_CHECK(t->scalar_type() == at::kLong && t->dim() == 1 && t->is_contiguous(), "rows_attention: int64 indices");
+  }
+  TORCH_CHECK(slots.size(0) == rows && seen.size(0) == rows && offsets.size(0) == rows + 1, "rows_attention: one slot, seen and offset per row");
+  const int64_t* sl = slots.data_ptr<int64_t>();
+  const int64_t* se = seen.data_ptr<int64_t>();
+  const int64_t* of = offsets.data_ptr<int64_t>();
+  const int64_t* ex = extra.data_ptr<int64_t>();
+  TORCH_CHECK(of[0] == 0 && of[rows] == extra.size(0), "rows_attention: offsets must span extra");
+  for (int64_t r = 0; r < rows; r++) {  // no row reads outside its slot
+    TORCH_CHECK(sl[r] >= 0 && sl[r] < keys.size(0) && se[r] >= 0 && se[r] <= keys.size(2), "rows_attention: row ", r, " outside the cache");
+    TORCH_CHECK(of[r + 1] >= of[r] && se[r] + of[r + 1] - of[r] > 0, "rows_attention: row ", r, " sees no key");
+    for (int64_t e = of[r]; e < of[r + 1]; e++) TORCH_CHECK(ex[e] >= 0 && ex[e] < keys.size(2), "rows_attention: row ", r, " outside the cache");
+  }
+  const at::Tensor qc = q.contiguous();
+  at::Tensor out = at::empty_like(qc);
+  if (qc.scalar_type() == at::kBFloat16) {
+    attend_rows<at::BFloat16>(qc, keys, values, sl, se, of, ex, out);
+  } else {
+    TORCH_CHECK(qc.scalar_type() == at::kFloat, "rows_attention: bfloat16 or float32");
+    attend_rows<float>(qc, keys, values, sl, se, of, ex, out);
+  }
+  return out;
+}
+
 }  // namespace
 
 // Q4_OP names the build (q4_linear_avx512, q4_linear_avx2): both may be loaded in one process. The 8-bit
 // product (q8_linear_avx512) is built on AVX-512 VNNI only: AVX2's vpmaddubsw would saturate on 8-bit codes
 TORCH_LIBRARY_FRAGMENT(lossless, m) {
   m.def(Q4_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
+  m.def(ATTENTION_OP "(Tensor q, Tensor keys, Tensor values, Tensor slots, Tensor seen, Tensor offsets, Tensor extra) -> Tensor");
 #if defined(__AVX512VNNI__)
   m.def(Q8_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
 #endif
 }
 TORCH_LIBRARY_IMPL(lossless, CPU, m) {
   m.impl(Q4_OP, linear<4>);
+  m.impl(ATTENTION_OP, rows_attention);
 #if defined(__AVX512VNNI__)
   m.impl(Q8_OP, linear<8>);
 #endif

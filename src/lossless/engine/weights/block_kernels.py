@@ -10,7 +10,8 @@ that product, with 16 weight rows interleaved per 32-bit lane so one instruction
 a horizontal sum; on a CPU without AVX-512 VNNI the same in AVX2, as llama.cpp does there. It changes
 the numerics: activations carry 8 bits per block, not bfloat16's per value (~0.5% relative error on a
 product, as llama.cpp's), and `Engine` says so wherever it says int4. The AVX-512 build also multiplies
-8-bit codes (`pack8`, `q8_linear`: a Q8_0 output layer, `quant.Q8Linear`).
+8-bit codes (`pack8`, `q8_linear`: a Q8_0 output layer, `quant.Q8Linear`). Every build also holds
+attention computed row by row (`rows_attention`), which the continuous batch's decoding rows run on.
 
 The C++ file is compiled once per machine and instruction set with the system's C++ compiler (the one
 torch.compile already needs) against torch's headers, into ``$LOSSLESS_HOME/kernels`` (written whole,
@@ -102,6 +103,25 @@ def q8_linear(x: Tensor, codes: Tensor, scales: Tensor) -> Tensor:
     return torch.ops.lossless.q8_linear_avx512(x, codes, scales)
 
 
+def rows_attention(
+    q: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    slots: Tensor,
+    seen: Tensor,
+    offsets: Tensor,
+    extra: Tensor,
+    isa: str | None = None,
+) -> Tensor:
+    """Attention for R query rows, each computed alone over its own cache slot, by the build for ``isa``
+    (None: `best`), which must be loaded: q [R, H, D]; keys, values [S, Hkv, P, D] (contiguous, q's dtype:
+    bfloat16 or float32); row r reads slot ``slots[r]`` at positions 0..seen[r] - 1, then
+    ``extra[offsets[r]:offsets[r + 1]]`` (int64 each) -> [R, H, D]. A row's result depends on its query
+    and those keys and values, in that order, only."""
+    kernel = getattr(torch.ops.lossless, f"rows_attention_{isa or best()}")
+    return kernel(q, keys, values, slots, seen, offsets, extra)
+
+
 def op(isa: str | None = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
     """The operator `q4_linear` calls."""
     return getattr(torch.ops.lossless, f"q4_linear_{isa or best()}")
@@ -119,6 +139,7 @@ def load_kernels(isa: str) -> str | None:
         return f"building it failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     torch.ops.load_library(str(library))
     torch.library.register_fake(f"lossless::q4_linear_{isa}")(_shape)
+    torch.library.register_fake(f"lossless::rows_attention_{isa}")(lambda q, *_: torch.empty_like(q))
     if isa == "avx512":
         torch.library.register_fake(f"lossless::q8_linear_{isa}")(_shape)
     return None
@@ -131,7 +152,13 @@ def _shape(x: Tensor, codes: Tensor, scales: Tensor) -> Tensor:
 def _build(compiler: str, isa: str) -> Path:
     from lossless.models import home
 
-    flags = [*COMMON, *ISAS[isa][1], f'-DQ4_OP="q4_linear_{isa}"', f'-DQ8_OP="q8_linear_{isa}"']
+    flags = [
+        *COMMON,
+        *ISAS[isa][1],
+        f'-DQ4_OP="q4_linear_{isa}"',
+        f'-DQ8_OP="q8_linear_{isa}"',
+        f'-DATTENTION_OP="rows_attention_{isa}"',
+    ]
     key = hashlib.sha256(
         b"\0".join([SOURCE.read_bytes(), torch.__version__.encode(), " ".join(flags).encode()])
     )

@@ -90,6 +90,88 @@ def test_the_8bit_kernel_is_llama_cpps_q8_0_product(rows: int) -> None:
     assert float((got.double() - x.double() @ exact.T).norm() / want.norm()) < 0.02  # int8 activations
 
 
+# ---- attention row by row (the continuous batch's decoding rows) ----------------------------------------
+
+SLOTS, KV_HEADS, HEADS, POSITIONS, DIM = 3, 3, 9, 40, 64
+# (slot, seen, extra): a pending token's row sees its slot's prefix; a tree node, the cache before its
+# draft and then its ancestors, in path order (not increasing: the kernel keeps the order it is given)
+ROWS = [(0, 17, []), (2, 1, []), (2, 30, []), (1, 12, [15, 13, 20]), (0, 40, []), (1, 0, [3])]
+
+
+def attention_inputs(dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    keys, values = (torch.randn(SLOTS, KV_HEADS, POSITIONS, DIM, generator=g).to(dtype) for _ in range(2))
+    q = torch.randn(len(ROWS), HEADS, DIM, generator=g).to(dtype)
+    return q, keys, values
+
+
+def row_indices(rows: list[tuple[int, int, list[int]]]) -> tuple[torch.Tensor, ...]:
+    offsets = [0]
+    for _, _, extra in rows:
+        offsets.append(offsets[-1] + len(extra))
+    extra = [p for _, _, e in rows for p in e]
+    return tuple(
+        torch.tensor(v, dtype=torch.long)
+        for v in ([r[0] for r in rows], [r[1] for r in rows], offsets, extra)
+    )
+
+
+@pytest.mark.parametrize("isa", BUILT)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_attention_is_each_rows_softmax_over_the_keys_it_sees(dtype: torch.dtype, isa: str) -> None:
+    q, keys, values = attention_inputs(dtype)
+    got = block_kernels.rows_attention(q, keys, values, *row_indices(ROWS), isa=isa)
+    assert got.dtype == dtype and got.shape == q.shape
+    for r, (slot, seen, extra) in enumerate(ROWS):
+        at = [*range(seen), *extra]
+        k, v = keys[slot][:, at].double(), values[slot][:, at].double()  # [Hkv, L, D]
+        group = HEADS // KV_HEADS  # query head h reads kv head h // group
+        scores = torch.einsum("hd,hld->hl", q[r].double(), k.repeat_interleave(group, 0)) / DIM**0.5
+        want = torch.einsum("hl,hld->hd", scores.softmax(-1), v.repeat_interleave(group, 0))
+        tolerance = 1e-5 if dtype == torch.float32 else 8e-3  # bfloat16: the result rounded once
+        torch.testing.assert_close(got[r].double(), want, rtol=tolerance, atol=tolerance)
+
+
+@needs_kernel
+def test_a_rows_bits_depend_on_its_own_keys_only() -> None:
+    """Alone, among others in any order, with other slots and the positions it does not see overwritten:
+    the same bits. Its own keys changed: another result."""
+    q, keys, values = attention_inputs(torch.bfloat16)
+    together = block_kernels.rows_attention(q, keys, values, *row_indices(ROWS))
+    for r, row in enumerate(ROWS):
+        alone = block_kernels.rows_attention(q[r : r + 1], keys, values, *row_indices([row]))
+        assert torch.equal(alone[0], together[r])
+    order = [4, 1, 5, 0, 3, 2]
+    shuffled = block_kernels.rows_attention(q[order], keys, values, *row_indices([ROWS[i] for i in order]))
+    assert torch.equal(shuffled, together[order])
+    slot, seen, extra = ROWS[3]
+    others_k, others_v = keys.clone(), values.clone()
+    unseen = [p for p in range(POSITIONS) if p >= seen and p not in extra]
+    for t in (others_k, others_v):
+        t[[s for s in range(SLOTS) if s != slot]] = 7.0
+        t[slot][:, unseen] = -7.0
+    moved = block_kernels.rows_attention(q[3:4], others_k, others_v, *row_indices([ROWS[3]]))
+    assert torch.equal(moved[0], together[3])
+    others_k[slot][:, extra[0]] += 1.0
+    changed = block_kernels.rows_attention(q[3:4], others_k, others_v, *row_indices([ROWS[3]]))
+    assert not torch.equal(changed[0], together[3])
+
+
+@needs_kernel
+def test_rows_attention_refuses_a_row_outside_the_cache() -> None:
+    q, keys, values = attention_inputs(torch.float32)
+    for bad, says in (
+        ([(0, POSITIONS + 1, [])], "outside the cache"),
+        ([(SLOTS, 3, [])], "outside the cache"),
+        ([(0, 3, [POSITIONS])], "outside the cache"),
+        ([(0, 0, [])], "sees no key"),
+    ):
+        with pytest.raises(RuntimeError, match=says):
+            block_kernels.rows_attention(q[:1], keys, values, *row_indices(bad))
+    with pytest.raises(RuntimeError, match="one dtype"):
+        block_kernels.rows_attention(q[:1].double(), keys, values, *row_indices(ROWS[:1]))
+
+
 @pytest.mark.skipif(len(BUILT) < 2, reason="one instruction set here: nothing to compare")
 def test_every_instruction_set_gives_the_same_bits() -> None:
     """Integer sums are exact and the float steps run in the same order per row: an AVX2 machine
