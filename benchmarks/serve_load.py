@@ -17,7 +17,8 @@ a level:
 Per cell (endpoint, suite, load): the output speed per request (tokens/s after the first token, p50),
 the total output tokens/s over the measured window, and TTFT p50 and p99 (p99 of 32 requests is read
 from the slowest one: bench marks it thin). The figure quoted is the median over the runs, with their
-range. Raw records and summaries go under --out, beside results.json.
+range. Raw records and summaries go under --out, beside results.json, with each endpoint's greedy answers
+under load compared with the same prompts' at c=1 in the same run (`solo_agreement`).
 
     python benchmarks/serve_load.py --out docs/results/DATE-serve-load [--runs 3] [--vllm]
     python benchmarks/serve_load.py --out DIR --vllm --loads 16 --only "ours batch16" llama-server \
@@ -145,6 +146,29 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def solo_agreement(out: Path) -> dict[str, dict[str, int]]:
+    """Greedy answers under load against the same prompt's alone (c=1), in the same run: per endpoint and
+    load, how many requests answered as alone, of how many compared (a prompt never asked alone is not)."""
+    found: dict[str, dict[str, int]] = {}
+    for run in sorted(out.glob("run*/*")):
+        texts: dict[tuple[str, int], dict[str, str]] = {}
+        for records in run.glob("*-c*/records.jsonl"):
+            suite, c = records.parent.name.rsplit("-c", 1)
+            for line in records.read_text().splitlines():
+                r = json.loads(line)
+                if r["status"] == 200 and not r["warmup"]:
+                    texts.setdefault((suite, int(c)), {})[r["prompt_id"]] = r["text"]
+        for (suite, c), answers in texts.items():
+            alone = texts.get((suite, 1), {})
+            if c == 1 or not alone:
+                continue
+            same = found.setdefault(f"{run.name} c={c}", {"same": 0, "compared": 0})
+            compared = [p for p in answers if p in alone]
+            same["compared"] += len(compared)
+            same["same"] += sum(answers[p] == alone[p] for p in compared)
+    return found
+
+
 def _range(runs: dict[int, dict[str, Any]], figure: str) -> list[float]:
     values = [v[figure] for v in runs.values()]
     return [min(values), max(values)]
@@ -173,6 +197,7 @@ def main() -> None:
         rows = measure(opts.out, opts.runs, opts.threads, opts.vllm, tuple(opts.loads), only)
         print(f"load average {os.getloadavg()} after", file=sys.stderr)
         found = {"rows": rows, "summary": summarize(rows), "argv": sys.argv[1:]}
+        found["solo_agreement"] = solo_agreement(opts.out)
         (opts.out / "results.json").write_text(json.dumps(found, indent=1) + "\n")
     for cell, s in found["summary"].items():
         print(f"{cell}:")
@@ -185,6 +210,8 @@ def main() -> None:
         for pair, r in s["ratios"].items():
             lo, hi = r["range"]
             print(f"  {pair} in total tokens/s: {r['median']:.2f}x (runs {lo:.2f}-{hi:.2f})")
+    for where, same in found.get("solo_agreement", {}).items():
+        print(f"greedy answers as alone (c=1), {where}: {same['same']} of {same['compared']}")
 
 
 if __name__ == "__main__":
