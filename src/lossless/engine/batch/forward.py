@@ -122,7 +122,8 @@ def row_invariant(model: Transformer) -> bool:
 @dataclass(frozen=True)
 class KernelRows:
     """The rows of a step that one call of our attention kernel computes (`block_kernels.rows_attention`):
-    every token of the spans whose rows go apart, each over what it sees (`Span.row_keys`, as indices)."""
+    every token of the spans whose rows go apart, each over what it sees as alone, in order (a chain's token:
+    its slot up to itself; a tree node: the cache before its span, then its ancestors, as `Span.row_keys`)."""
 
     index: Tensor  # [R]: their places in the packed row
     slots: Tensor  # [R]
@@ -135,14 +136,14 @@ class KernelRows:
         index, slots, seen, offsets, extra, offset = [], [], [], [0], [], 0
         for span in spans:
             if span.rows_apart:
-                for i, (keys, _) in enumerate(span.row_keys()):
+                for i in range(span.length):
                     index.append(offset + i)
                     slots.append(span.slot)
-                    if isinstance(keys, int):
-                        seen.append(keys)
-                    else:  # the cache before start, then the node's ancestors
+                    if span.tree is None:
+                        seen.append(span.start + i + 1)
+                    else:
                         seen.append(span.start)
-                        extra += keys[span.start :].tolist()
+                        extra += (span.start + span.tree[i].nonzero()[:, 0]).tolist()
                     offsets.append(len(extra))
             offset += span.length
         as_long = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
