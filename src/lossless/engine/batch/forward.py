@@ -219,7 +219,7 @@ def packed_attention(
     keys[slots, :, positions] = k[0].transpose(0, 1).to(keys.dtype)  # [N, Hkv, D]
     values[slots, :, positions] = v.view(n, kv_heads, head_dim).to(values.dtype)
     rows = q[0].transpose(0, 1)  # [N, H, D]
-    y = torch.empty_like(rows)
+    y = rows.new_empty(rows.shape)  # contiguous: [N, H, D] reshapes to [1, N, H * D] as is
     if kernel is not None:
         apart = rows[kernel.index].to(keys.dtype)
         y[kernel.index] = block_kernels.rows_attention(
