@@ -150,9 +150,9 @@ def solo_agreement(out: Path) -> dict[str, dict[str, int]]:
     """Greedy answers under load against the same prompt's alone (c=1), in the same run: per endpoint and
     load, how many requests answered as alone, of how many compared (a prompt never asked alone is not)."""
     found: dict[str, dict[str, int]] = {}
-    for run in sorted(out.glob("run*/*")):
+    for endpoint in sorted(out.glob("run*/*")):  # runN/ENDPOINT
         texts: dict[tuple[str, int], dict[str, str]] = {}
-        for records in run.glob("*-c*/records.jsonl"):
+        for records in endpoint.glob("*-c*/records.jsonl"):
             suite, c = records.parent.name.rsplit("-c", 1)
             for line in records.read_text().splitlines():
                 r = json.loads(line)
@@ -162,7 +162,7 @@ def solo_agreement(out: Path) -> dict[str, dict[str, int]]:
             alone = texts.get((suite, 1), {})
             if c == 1 or not alone:
                 continue
-            same = found.setdefault(f"{run.name} c={c}", {"same": 0, "compared": 0})
+            same = found.setdefault(f"{endpoint.name} c={c}", {"same": 0, "compared": 0})
             compared = [p for p in answers if p in alone]
             same["compared"] += len(compared)
             same["same"] += sum(answers[p] == alone[p] for p in compared)

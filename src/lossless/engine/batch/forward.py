@@ -62,19 +62,29 @@ class Span:
             return torch.arange(self.start, self.end)
         return self.start + self.tree.sum(-1) - 1
 
-    def row_keys(self) -> list[tuple[int | Tensor, Tensor]]:
-        """Per token, what it sees as alone: the cache up to itself (a chain's token; a prefix's length), or
-        before start and its own ancestors (a tree node: their positions, in its path's order, or a prefix's
-        length where they are one) -> (those keys, the all-true mask over them that a one-token step has)."""
-        rows: list[tuple[int | Tensor, Tensor]] = []
+    def row_sees(self) -> list[tuple[int, list[int]]]:
+        """Per token, what it sees as alone, in order: its slot's positions 0..n - 1, then these others (a
+        chain's token: the cache up to itself; a tree node: the cache before start and its own ancestors,
+        their positions in its path's order, or a prefix where they are the rows before it)."""
+        rows: list[tuple[int, list[int]]] = []
         for i in range(self.length):
-            seen: int | Tensor = self.start + i + 1
-            if self.tree is not None:
-                ancestors = self.tree[i].nonzero()[:, 0]
-                seen = self.start + len(ancestors)
-                if ancestors[-1] != len(ancestors) - 1:  # not rows 0..i: gather them
-                    seen = torch.cat([torch.arange(self.start), self.start + ancestors])
-            rows.append((seen, torch.ones(1, seen if isinstance(seen, int) else len(seen), dtype=torch.bool)))
+            if self.tree is None:
+                rows.append((self.start + i + 1, []))
+                continue
+            ancestors = self.tree[i].nonzero()[:, 0].tolist()
+            if ancestors[-1] == len(ancestors) - 1:  # rows 0..i: a prefix
+                rows.append((self.start + len(ancestors), []))
+            else:
+                rows.append((self.start, [self.start + a for a in ancestors]))
+        return rows
+
+    def row_keys(self) -> list[tuple[int | Tensor, Tensor]]:
+        """`row_sees` as torch's attention takes it: per token (a prefix's length, or the positions to
+        gather; the all-true mask over them that a one-token step has)."""
+        rows: list[tuple[int | Tensor, Tensor]] = []
+        for prefix, others in self.row_sees():
+            seen = prefix if not others else torch.cat([torch.arange(prefix), torch.tensor(others)])
+            rows.append((seen, torch.ones(1, prefix + len(others), dtype=torch.bool)))
         return rows
 
     def mask(self) -> Tensor:
@@ -122,8 +132,8 @@ def row_invariant(model: Transformer) -> bool:
 @dataclass(frozen=True)
 class KernelRows:
     """The rows of a step that one call of our attention kernel computes (`block_kernels.rows_attention`):
-    every token of the spans whose rows go apart, each over what it sees as alone, in order (a chain's token:
-    its slot up to itself; a tree node: the cache before its span, then its ancestors, as `Span.row_keys`)."""
+    every token of the spans whose rows go apart, each over what it sees as alone, in order
+    (`Span.row_sees`)."""
 
     index: Tensor  # [R]: their places in the packed row
     slots: Tensor  # [R]
@@ -136,14 +146,11 @@ class KernelRows:
         index, slots, seen, offsets, extra, offset = [], [], [], [0], [], 0
         for span in spans:
             if span.rows_apart:
-                for i in range(span.length):
+                for i, (prefix, others) in enumerate(span.row_sees()):
                     index.append(offset + i)
                     slots.append(span.slot)
-                    if span.tree is None:
-                        seen.append(span.start + i + 1)
-                    else:
-                        seen.append(span.start)
-                        extra += (span.start + span.tree[i].nonzero()[:, 0]).tolist()
+                    seen.append(prefix)
+                    extra += others
                     offsets.append(len(extra))
             offset += span.length
         as_long = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731

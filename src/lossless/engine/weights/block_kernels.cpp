@@ -222,11 +222,11 @@ void attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& 
       const int64_t r = item / kv_heads, h = item % kv_heads, prefix = seen[r];
       const int64_t n = prefix + offsets[r + 1] - offsets[r];
       const int64_t base = (slots[r] * kv_heads + h) * positions;
+      auto key_at = [&](int64_t j) { return base + (j < prefix ? j : extra[offsets[r] + j - prefix]); };
       scores.resize(group * n);
       for (int64_t i = 0; i < group * dim; i++) query[i] = static_cast<float>(qs[(r * heads + h * group) * dim + i]);
       for (int64_t j = 0; j < n; j++) {
-        const int64_t at = j < prefix ? j : extra[offsets[r] + j - prefix];
-        const T* k = ks + (base + at) * dim;
+        const T* k = ks + key_at(j) * dim;
         for (int64_t d = 0; d < dim; d++) key[d] = static_cast<float>(k[d]);
         for (int64_t i = 0; i < group; i++) {
           const float* qi = query.data() + i * dim;
@@ -248,8 +248,7 @@ void attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& 
       }
       std::fill(acc.begin(), acc.end(), 0.f);
       for (int64_t j = 0; j < n; j++) {
-        const int64_t at = j < prefix ? j : extra[offsets[r] + j - prefix];
-        const T* v = vs + (base + at) * dim;
+        const T* v = vs + key_at(j) * dim;
         for (int64_t d = 0; d < dim; d++) key[d] = static_cast<float>(v[d]);
         for (int64_t i = 0; i < group; i++) {
           const float p = scores[i * n + j];
