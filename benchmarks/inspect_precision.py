@@ -36,7 +36,8 @@ def servers(stack: ExitStack, gguf: Path, q2k: Path) -> tuple[dict[str, Endpoint
     from lossless.server.main import load_model
     from lossless.server.options import ServeOptions
 
-    refs, cands = {}, {}
+    refs: dict[str, Endpoint] = {}
+    cands: dict[str, Endpoint] = {}
     for dtype in ("float32", "bfloat16"):
         loaded = load_model(ServeOptions(model=str(gguf), dtype=dtype))
         for side in (refs, cands):

@@ -153,11 +153,11 @@ def solo_agreement(out: Path) -> dict[str, dict[str, int]]:
     for endpoint in sorted(out.glob("run*/*")):  # runN/ENDPOINT
         texts: dict[tuple[str, int], dict[str, str]] = {}
         for records in endpoint.glob("*-c*/records.jsonl"):
-            suite, c = records.parent.name.rsplit("-c", 1)
+            suite, clients = records.parent.name.rsplit("-c", 1)
             for line in records.read_text().splitlines():
                 r = json.loads(line)
                 if r["status"] == 200 and not r["warmup"]:
-                    texts.setdefault((suite, int(c)), {})[r["prompt_id"]] = r["text"]
+                    texts.setdefault((suite, int(clients)), {})[r["prompt_id"]] = r["text"]
         for (suite, c), answers in texts.items():
             alone = texts.get((suite, 1), {})
             if c == 1 or not alone:

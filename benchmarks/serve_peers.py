@@ -104,7 +104,7 @@ def main() -> None:
     )
     opts = ap.parse_args()
     if opts.pool:
-        found = {"summary": summarize(pooled(opts.pool))}
+        found: dict[str, Any] = {"summary": summarize(pooled(opts.pool))}
     elif opts.out is None:
         ap.error("--out or --pool is needed")
     else:

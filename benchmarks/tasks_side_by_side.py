@@ -161,7 +161,7 @@ def main() -> None:
     try:
         ours = [("plain", plain_url, MODEL), ("speculative", spec_url, MODEL)]
         if "tools" in runs:
-            flags = ("--set", "tools", "--tool-choice", "required-first")
+            flags: tuple[str, ...] = ("--set", "tools", "--tool-choice", "required-first")
             summary("tools", tasks("tools", ours, args.out, *flags))
         if "bfcl" in runs:
             flags = ("--set", "bfcl-simple", "--limit", str(args.bfcl_limit), "--tool-choice", "required")
