@@ -183,7 +183,7 @@ def dtypes() -> Iterator[Urls]:
 
 @contextmanager
 def compiled() -> Iterator[Urls]:
-    with OursServer() as eager, OursServer("--compile", "on") as graphs:
+    with OursServer() as eager, OursServer("--compile", "wait") as graphs:
         yield {"eager": eager.url, "compiled": graphs.url}
 
 
