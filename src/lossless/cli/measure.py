@@ -27,7 +27,7 @@ from lossless.cli.common import (
 from lossless.client.api_names import CHAT_APIS
 from lossless.probe.options import ProbeOptions
 from lossless.rundir import PROBE, VERIFY
-from lossless.verify.budget import BUDGETS, Criteria, describe_budget
+from lossless.verify.budget import ALONE_PAIR, BUDGETS, Criteria, alone_by_budget, describe_budget
 from lossless.verify.options import VerifyOptions
 
 P, V = ProbeOptions(), VerifyOptions()
@@ -141,7 +141,7 @@ def _budgets() -> str:
     flag_value=False,
     default=True,
     help="Ask for no log-probabilities: the sampled texts alone decide, as against a server that returns "
-    "none (what they detect alone at each budget: docs/verify.md).",
+    f"none. They called {ALONE_PAIR} different in {alone_by_budget()} calibration runs (docs/verify.md).",
 )
 @click.option("--seed", default=V.seed, show_default=True, type=SEED, help=SEED_HELP)
 @click.option(

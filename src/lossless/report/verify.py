@@ -80,6 +80,8 @@ def _diagnostics(result: VerifyResult, console: Console) -> None:
         console.print(f"  {stopped(p.as_dict())}", highlight=False)
         for held in p.guarantees():
             console.print(f"  error rate, {held}", highlight=False)
+        if power := p.power():
+            console.print(f"  power: {power}", highlight=False)
     for note in result.notes:
         console.print(f"  note: {note}")
 
@@ -106,6 +108,8 @@ def verify_section(v: dict[str, Any]) -> str:
     if p := v.get("procedure"):
         reasons += f"<li>{escape(stopped(p))}</li>"
         reasons += "".join(f"<li>error rate, {escape(str(g))}</li>" for g in p.get("guarantees", []))
+        if power := p.get("power"):
+            reasons += f"<li>power: {escape(str(power))}</li>"
     notes = "".join(f"<li>note: {escape(str(n))}</li>" for n in v.get("notes", []))
     base, cand = v.get("baseline", {}), v.get("candidate", {})
     head = (

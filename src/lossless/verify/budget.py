@@ -145,6 +145,36 @@ BUDGETS = {
     "large": Budget(16, 48, 32, 24, repeats=384, focus=2),
 }
 
+# What the sampled texts detect alone, with no log-probabilities (--no-logprobs, or a server that gives
+# none): `different` in K of N calibration runs at each budget on a 2-bit requantization of the embedded
+# SmolLM2 (llama-server on its Q4_1 file against the file requantized to Q2_K, 0.46-0.75 nats a token
+# apart), docs/results/2026-12-06-verify-distance.md. A budget not listed was not measured.
+ALONE_PAIR = "a 4-bit to 2-bit requantization"
+SAMPLED_ALONE: dict[str, tuple[int, int]] = {"small": (15, 20), "default": (20, 20), "large": (20, 20)}
+
+
+def sampled_alone(budget: Budget) -> tuple[int, int] | None:
+    """(different, runs) of the sampled texts alone on ALONE_PAIR at this budget; None: not measured."""
+    name = next((n for n, b in BUDGETS.items() if b == budget), None)
+    return SAMPLED_ALONE.get(name) if name else None
+
+
+def alone_by_budget() -> str:
+    """The sampled texts' measured power alone at each named budget, in a few words."""
+    return ", ".join(f"{name} {k} of {n}" for name, (k, n) in SAMPLED_ALONE.items())
+
+
+def describe_alone(found: tuple[int, int] | None) -> str:
+    if found is None:
+        return (
+            "what the sampled texts detect alone was not measured at this budget (they called "
+            f"{ALONE_PAIR} different in {alone_by_budget()} calibration runs at the named budgets)"
+        )
+    k, n = found
+    return (
+        f"the sampled texts alone called {ALONE_PAIR} different in {k} of {n} calibration runs at this budget"
+    )
+
 
 def parse_budget(text: str, base: Budget = BUDGETS["default"], option: str = "--budget") -> Budget:
     """A name in BUDGETS, or PROMPTSxSAMPLESxTOKENS: those three fields of ``base``, the rest kept."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from lossless.analyze.paired import paired_accuracy
 from lossless.client.endpoints import Endpoint
+from lossless.verify.budget import sampled_alone
 from lossless.verify.collect import Greedy
 from lossless.verify.decide import Gap, decide
 from lossless.verify.distance import estimate
@@ -58,7 +59,7 @@ def judge(baseline: Endpoint, candidate: Endpoint, config: VerifyConfig, ev: Evi
         look=look,
     )
     tested = distance is not None and distance.p_above is not None
-    procedure = Procedure(look, ev.requests, c, scored=gap is not None, distanced=tested)
+    procedure = Procedure(look, ev.requests, c, gap is not None, tested, sampled_alone(b))
     return VerifyResult(
         baseline,
         candidate,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.analyze.paired import Paired
 from lossless.client.endpoints import Endpoint, public_url
-from lossless.verify.budget import BUDGETS, Budget, Criteria, Look
+from lossless.verify.budget import ALONE_PAIR, BUDGETS, Budget, Criteria, Look, describe_alone
 from lossless.verify.decide import Decision
 from lossless.verify.distance import LogprobDistance
 from lossless.verify.two_sample import EFFECTS, Finding
@@ -39,6 +39,7 @@ class Procedure:
     criteria: Criteria
     scored: bool  # teacher-forced scores bound the score difference (else nothing bounds it)
     distanced: bool = False  # the log-probability distance was tested against the tolerance
+    alone: tuple[int, int] | None = None  # budget.sampled_alone: the sampled texts' measured power alone
 
     def guarantees(self) -> tuple[str, ...]:
         c = self.criteria
@@ -66,6 +67,11 @@ class Procedure:
             "baseline (A/A at the last look; an earlier A/A rejection draws more samples)",
         )
 
+    def power(self) -> str | None:
+        """What the sampled tests detect alone at this budget, measured, where they decided alone (the
+        distance untested: no log-probabilities)."""
+        return None if self.distanced else describe_alone(self.alone)
+
     def as_dict(self) -> dict[str, Any]:
         c = self.criteria
         return {
@@ -81,7 +87,11 @@ class Procedure:
             "tolerance_sd": c.tolerance_sd,
             "tolerance_nats": c.tolerance,
             "task_margin": c.margin,
+            "sampled_alone": None
+            if self.alone is None
+            else {"pair": ALONE_PAIR, "different": self.alone[0], "runs": self.alone[1]},
             "guarantees": list(self.guarantees()),
+            "power": self.power(),
         }
 
 

@@ -21,9 +21,10 @@ from click.testing import CliRunner
 from lossless.cli import main
 from lossless.client.endpoints import Endpoint
 from lossless.engine.engine import Engine
+from lossless.report.verify import verify_section
 from lossless.server.launch import start_embedded
 from lossless.server.options import ServeOptions
-from lossless.verify.budget import BUDGETS, parse_budget
+from lossless.verify.budget import ALONE_PAIR, BUDGETS, SAMPLED_ALONE, describe_alone, parse_budget
 from lossless.verify.result import VerifyConfig, VerifyResult
 from lossless.verify.run import verify
 
@@ -178,6 +179,29 @@ def test_cli_small_budget_is_inconclusive_not_equivalent(baseline_url: str, talk
     # a long command says what it is doing, a line per phase (stderr is no terminal here)
     said = result.stderr
     assert "verify: what each endpoint supports" in said and "verify: greedy answers" in said
+
+
+def test_cli_without_logprobs_lets_the_texts_decide_and_says_their_measured_power(
+    baseline_url: str, talkative: Path
+) -> None:
+    """--no-logprobs: no distance and no scores, so nothing bounds the difference; the card, the JSON and
+    the page say what the sampled texts alone detected at this budget in the calibration."""
+    with start_embedded(ServeOptions(), loaded=le.loaded(Engine.load(talkative))) as url:
+        args = ["verify", baseline_url, url, "--model", "tiny", "--budget", "small", "--no-logprobs"]
+        result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 3, result.stderr  # the same model, but 12 tasks cannot confirm equivalence
+    doc = json.loads(result.stdout)
+    assert doc["logprob_distance"] is None
+    assert "log-probabilities not asked for (--no-logprobs): the sampled texts alone decide" in doc["notes"]
+    procedure = doc["procedure"]
+    k, n = SAMPLED_ALONE["small"]
+    assert procedure["sampled_alone"] == {"pair": ALONE_PAIR, "different": k, "runs": n}
+    assert (
+        procedure["power"] == describe_alone((k, n))
+        and f"in {k} of {n} calibration runs" in procedure["power"]
+    )
+    assert f"power: {procedure['power']}" in result.stderr  # the card
+    assert f"<li>power: {procedure['power']}</li>" in verify_section(doc)  # the page
 
 
 def test_cli_errors_are_one_line_exit_2(baseline_url: str) -> None:

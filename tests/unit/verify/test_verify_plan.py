@@ -7,8 +7,21 @@ from dataclasses import replace
 
 import pytest
 
-from lossless.verify.budget import BUDGETS, Criteria, Look, can_show, describe_budget, looks, parse_budget
+from lossless.verify.budget import (
+    BUDGETS,
+    SAMPLED_ALONE,
+    Criteria,
+    Look,
+    alone_by_budget,
+    can_show,
+    describe_alone,
+    describe_budget,
+    looks,
+    parse_budget,
+    sampled_alone,
+)
 from lossless.verify.decide import Gap, decide
+from lossless.verify.result import Procedure
 from lossless.verify.two_sample import Finding
 
 
@@ -42,6 +55,25 @@ def test_a_budget_says_before_it_runs_whether_it_can_confirm_equivalence() -> No
     assert (
         describe_budget(BUDGETS["default"], c) == "8x30x16 in 3 looks: detects 0.35 sd, confirms equivalence"
     )
+
+
+def test_the_sampled_texts_measured_power_alone_is_said_where_no_distance_was_tested() -> None:
+    """Each named budget has its calibration figure; a budget of the user's own says it was not measured,
+    with the named budgets' figures beside; a run whose distance was tested says nothing of it."""
+    assert set(SAMPLED_ALONE) == set(BUDGETS)
+    for name, (k, n) in SAMPLED_ALONE.items():
+        assert sampled_alone(BUDGETS[name]) == (k, n) and 0 <= k <= n
+        assert describe_alone((k, n)).endswith(f"different in {k} of {n} calibration runs at this budget")
+    assert sampled_alone(parse_budget("8x12x16")) is None
+    unmeasured = describe_alone(None)
+    assert unmeasured.startswith("what the sampled texts detect alone was not measured at this budget")
+    assert alone_by_budget() in unmeasured
+    look = looks(BUDGETS["default"])[-1]
+    alone = Procedure(look, 100, Criteria(), scored=False, distanced=False, alone=SAMPLED_ALONE["default"])
+    assert alone.power() == describe_alone(SAMPLED_ALONE["default"])
+    assert alone.as_dict()["sampled_alone"]["runs"] == SAMPLED_ALONE["default"][1]
+    assert replace(alone, distanced=True).power() is None
+    assert replace(alone, alone=None).as_dict()["sampled_alone"] is None
 
 
 def test_a_given_budget_keeps_two_samples_a_look() -> None:
