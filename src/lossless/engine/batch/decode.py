@@ -202,19 +202,24 @@ class TokenBatch(Generic[K]):
                 drawing.append((key, seq, span, offset - 1))
                 rows.append(offset - 1)
         logits = self.model.output(hidden[rows]).float()  # [R, V]: only the rows drawn from
+        # every row's greedy token in one call (argmax's first maximum, as a row alone): 16 rows' argmax
+        # one by one took 3% of a 16-sequence step
+        best = logits.argmax(-1).tolist()
         drawn, row = {}, 0
         for key, seq, span, first in drawing:
             n = span.length if seq.pending is not None else 1
-            drawn[key] = self._draw(seq, span, logits[row : row + n], hidden[first : first + n])
+            drawn[key] = self._draw(seq, span, logits[row : row + n], hidden[first : first + n], best[row])
             row += n
         return drawn
 
-    def _draw(self, seq: _Sequence, span: Span, logits: Tensor, hidden: Tensor) -> Accepted:
-        """``seq``'s tokens from its rows' logits [n, V] and hidden states [n, dim]: the first token after
-        its prompt, or its pending token's successor and whatever of its draft is accepted."""
+    def _draw(self, seq: _Sequence, span: Span, logits: Tensor, hidden: Tensor, best: int) -> Accepted:
+        """``seq``'s tokens from its rows' logits [n, V] and hidden states [n, dim] (``best``: the first
+        row's argmax): the first token after its prompt, or its pending token's successor and whatever of
+        its draft is accepted."""
         if seq.draft is None:  # the first token, or a plain step: one token, as plain decoding draws it
             row = logits[0] if seq.constraint is None else seq.constraint.mask(logits[0])
-            token = choose(row, seq.params, seq.generator)
+            plain_greedy = seq.constraint is None and seq.params.greedy
+            token = best if plain_greedy else choose(row, seq.params, seq.generator)
             if seq.constraint is not None:
                 seq.constraint.advance(token)
             accepted = Accepted([token], row[None])

@@ -8,7 +8,9 @@ each with a KV cache slot of its own, their new tokens packed into one row.
 
 What runs over the packed row, every layer: the norms, the q|k|v and output projections, RoPE and the
 feed-forward, where the weights are read once for all N tokens (on a CPU a decode step is bound by reading
-them: that is the gain). What runs per sequence: attention, over that sequence's own slot. A prompt chunk's
+them: that is the gain). Where our kernels are built, a norm is one call and RoPE with the cache writes
+another (`block_kernels.norm_rows`, `rope_rows`): torch's dozen small ops for them cost a 16-sequence decode
+step a fifth of its time. What runs per sequence: attention, over that sequence's own slot. A prompt chunk's
 runs with exactly the shapes it would have alone ([1, H, T, D] queries against [1, Hkv, L, D] keys;
 `transformer.attend`); a decoding sequence's rows (its pending token and draft) each as a one-token step,
 all of the step's in one call of our kernel (`block_kernels.rows_attention`; where it is not built, one
@@ -182,6 +184,13 @@ def forward_packed(model: Transformer, cache: SlotCache, tokens: list[int], span
     return rms_norm_rows(model.norm, x)[0]  # [N, dim]
 
 
+def fused_rows(*dtypes: torch.dtype) -> bool:
+    """Whether our kernels' row-wise pieces of a layer (`block_kernels.norm_rows`, `rope_rows`) are built
+    and loaded and take tensors of ``dtypes`` (bfloat16 or float32): else torch's ops compute the same,
+    each row alone too."""
+    return all(d in (torch.bfloat16, torch.float32) for d in dtypes) and block_kernels.available() is None
+
+
 def rows_kernel(dtype: torch.dtype) -> bool:
     """Whether our row-by-row attention kernel is built and loaded (`block_kernels.available`) and takes
     a cache of ``dtype`` (bfloat16 or float32)."""
@@ -195,8 +204,12 @@ def rms_norm_rows(norm: nn.Module, x: Tensor) -> Tensor:
     op on 16 or 32 values at a time with SIMD instructions and the remainder one by one, whose rsqrt
     differs in the last bit: which path a row takes depended on how many rows came before it (measured:
     720 of 3160 rows changed). Here rsqrt runs on the column broadcast to the row's width: torch loops
-    over the rows then, each split into SIMD and remainder the same way, in a batch of any size."""
+    over the rows then, each split into SIMD and remainder the same way, in a batch of any size. Where our
+    kernels are built the whole norm is one call of `block_kernels.norm_rows` (each row in float32, rounded
+    once), which does the same in a tenth of the ops."""
     assert isinstance(norm, RMSNorm)
+    if fused_rows(x.dtype):
+        return block_kernels.norm_rows(x.reshape(-1, x.shape[-1]), norm.weight, norm.eps).view(x.shape)
     mean_square = x.pow(2).mean(-1, keepdim=True) + norm.eps  # [..., 1]: a reduction of the row alone
     return x * torch.rsqrt(mean_square.expand(x.shape)) * norm.weight
 
@@ -217,15 +230,27 @@ def packed_attention(
     spans whose rows go apart (a None mask) in one call of our kernel over ``kernel``'s rows."""
     _, n, _ = x.shape
     heads, kv_heads, head_dim = attention.n_heads, attention.n_kv_heads, attention.head_dim
-    q, k, v = attention.wqkv(x).split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
-    q = q.view(1, n, heads, head_dim).transpose(1, 2)  # [1, H, N, D]
-    k = k.view(1, n, kv_heads, head_dim).transpose(1, 2)  # [1, Hkv, N, D]
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     keys, values = kv  # [S, Hkv, P, D]
     # a float32 prompt twin's keys and values are stored rounded to the cache's dtype, as alone
-    keys[slots, :, positions] = k[0].transpose(0, 1).to(keys.dtype)  # [N, Hkv, D]
-    values[slots, :, positions] = v.view(n, kv_heads, head_dim).to(values.dtype)
-    rows = q[0].transpose(0, 1)  # [N, H, D]
+    if fused_rows(x.dtype, keys.dtype) and cos.dtype == x.dtype:
+        qkv = attention.wqkv(x)[0].contiguous()  # [N, (H + 2 Hkv) D]
+        rows = block_kernels.rope_rows(qkv, cos, sin, keys, values, slots, positions, heads)
+        q = rows.transpose(0, 1)[None]  # [1, H, N, D]
+    else:
+        q, k, v = attention.wqkv(x).split(
+            [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1
+        )
+        q = q.view(1, n, heads, head_dim).transpose(1, 2)  # [1, H, N, D]
+        k = k.view(1, n, kv_heads, head_dim).transpose(1, 2)  # [1, Hkv, N, D]
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        keys[slots, :, positions] = k[0].transpose(0, 1).to(keys.dtype)  # [N, Hkv, D]
+        values[slots, :, positions] = v.view(n, kv_heads, head_dim).to(values.dtype)
+        rows = q[0].transpose(0, 1)  # [N, H, D]
+    if kernel is not None and len(kernel.index) == n:  # a step of decoding rows only: all in one call
+        y = block_kernels.rows_attention(
+            rows.to(keys.dtype), keys, values, kernel.slots, kernel.seen, kernel.offsets, kernel.extra
+        ).to(rows.dtype)
+        return attention.wo(y.view(1, n, heads * head_dim))
     y = rows.new_empty(rows.shape)  # contiguous: [N, H, D] reshapes to [1, N, H * D] as is
     if kernel is not None:
         apart = rows[kernel.index].to(keys.dtype)

@@ -155,15 +155,25 @@ void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, 
 }
 #endif
 
-template <int MR, int BITS>
-void rows(const Activations& a, int64_t row0, int64_t k, int64_t groups, const uint8_t* codes,
-          const float* scales, float* out, int64_t n) {
+// Every activation row against every group of 16 weight rows: the groups split between the threads, each
+// group's weights read from memory once and kept in cache while 4 activation rows at a time go by them
+template <int BITS>
+void rows(const Activations& a, int64_t m, int64_t k, int64_t groups, const uint8_t* codes, const float* scales,
+          float* out, int64_t n) {
   const int64_t blocks = k / kBlock, bytes = kBytes * BITS / 4;
   at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; g++) {
       const uint8_t* c = codes + g * blocks * bytes;
       const float* s = scales + g * blocks * 2 * kRows;
-      group<MR, BITS>(a, row0, k, c, s, out + row0 * n + g * kRows, n);
+      for (int64_t row0 = 0; row0 < m; row0 += 4) {
+        float* o = out + row0 * n + g * kRows;
+        switch (std::min<int64_t>(4, m - row0)) {
+          case 1: group<1, BITS>(a, row0, k, c, s, o, n); break;
+          case 2: group<2, BITS>(a, row0, k, c, s, o, n); break;
+          case 3: group<3, BITS>(a, row0, k, c, s, o, n); break;
+          default: group<4, BITS>(a, row0, k, c, s, o, n); break;
+        }
+      }
     }
   });
 }
@@ -188,14 +198,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor
   const uint8_t* c = codes.data_ptr<uint8_t>();
   const float* s = scales.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  for (int64_t row0 = 0; row0 < m; row0 += 4) {  // the weights are read once per 4 activation rows
-    switch (std::min<int64_t>(4, m - row0)) {
-      case 1: rows<1, BITS>(a, row0, k, groups, c, s, o, n); break;
-      case 2: rows<2, BITS>(a, row0, k, groups, c, s, o, n); break;
-      case 3: rows<3, BITS>(a, row0, k, groups, c, s, o, n); break;
-      default: rows<4, BITS>(a, row0, k, groups, c, s, o, n); break;
-    }
-  }
+  rows<BITS>(a, m, k, groups, c, s, o, n);
   return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
 }
 
@@ -298,6 +301,135 @@ at::Tensor rows_attention(const at::Tensor& q, const at::Tensor& keys, const at:
   return out;
 }
 
+
+// ---- a layer's row-wise pieces, for the continuous batch's packed rows (engine/batch/forward.py) -------------
+//
+// Each output row is computed from its own input row alone, in float32, in a fixed order (a sum of squares in
+// 16 lanes added up in lane order), and rounded once to the output's dtype: a row's bits are the same in a
+// batch of any size and at any place in it. One call replaces the handful of elementwise ops torch would
+// run (each rounding to bfloat16 on its own), whose dispatch at a decode step cost more than their work.
+
+template <typename T>
+void norm_rows_impl(const at::Tensor& x, const float* w, double eps, at::Tensor& out) {
+  const int64_t n = x.size(0), dim = x.size(1);
+  const T* xs = x.data_ptr<T>();
+  T* os = out.data_ptr<T>();
+  at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; r++) {
+      const T* xr = xs + r * dim;
+      float lanes[16] = {0.f};
+      int64_t d0 = 0;
+      for (; d0 + 16 <= dim; d0 += 16) {
+        for (int i = 0; i < 16; i++) {
+          const float v = static_cast<float>(xr[d0 + i]);
+          lanes[i] += v * v;
+        }
+      }
+      for (int64_t d = d0; d < dim; d++) {
+        const float v = static_cast<float>(xr[d]);
+        lanes[d - d0] += v * v;
+      }
+      float sum = 0.f;
+      for (int i = 0; i < 16; i++) sum += lanes[i];
+      const float inv = 1.f / std::sqrt(sum / static_cast<float>(dim) + static_cast<float>(eps));
+      T* o = os + r * dim;
+      for (int64_t d = 0; d < dim; d++) o[d] = static_cast<T>(static_cast<float>(xr[d]) * inv * w[d]);
+    }
+  });
+}
+
+// x [N, D] -> x * rsqrt(mean(x^2) + eps) * weight, each row alone
+at::Tensor norm_rows(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  TORCH_CHECK(x.dim() == 2 && weight.dim() == 1 && weight.size(0) == x.size(1), "norm_rows: x [N, D], weight [D]");
+  const at::Tensor xc = x.contiguous(), w = weight.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty_like(xc);
+  if (xc.scalar_type() == at::kBFloat16) {
+    norm_rows_impl<at::BFloat16>(xc, w.data_ptr<float>(), eps, out);
+  } else {
+    TORCH_CHECK(xc.scalar_type() == at::kFloat, "norm_rows: bfloat16 or float32");
+    norm_rows_impl<float>(xc, w.data_ptr<float>(), eps, out);
+  }
+  return out;
+}
+
+// One head's row rotated as transformer.apply_rope rotates it (x * cos + rotate_half(x) * sin), in float32
+template <typename T, typename R>
+inline void rotate(const T* x, const R* cos, const R* sin, int64_t dim, float* out) {
+  const int64_t half = dim / 2;
+  for (int64_t d = 0; d < half; d++) {
+    out[d] = static_cast<float>(x[d]) * static_cast<float>(cos[d]) - static_cast<float>(x[d + half]) * static_cast<float>(sin[d]);
+  }
+  for (int64_t d = half; d < dim; d++) {
+    out[d] = static_cast<float>(x[d]) * static_cast<float>(cos[d]) + static_cast<float>(x[d - half]) * static_cast<float>(sin[d]);
+  }
+}
+
+template <typename T, typename C>
+void rope_rows_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& keys,
+                    at::Tensor& values, const int64_t* slots, const int64_t* positions, int64_t heads, at::Tensor& q) {
+  const int64_t n = qkv.size(0), width = qkv.size(1), dim = keys.size(3), kv_heads = keys.size(1);
+  const int64_t cached = keys.size(2);
+  const T* xs = qkv.data_ptr<T>();
+  const T* cs = cos.data_ptr<T>();
+  const T* ss = sin.data_ptr<T>();
+  C* ks = keys.data_ptr<C>();
+  C* vs = values.data_ptr<C>();
+  T* qs = q.data_ptr<T>();
+  at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
+    std::vector<float> turned(dim);
+    for (int64_t r = begin; r < end; r++) {
+      const T* x = xs + r * width;
+      const T* c = cs + r * dim;
+      const T* s = ss + r * dim;
+      for (int64_t h = 0; h < heads; h++) {
+        rotate(x + h * dim, c, s, dim, turned.data());
+        for (int64_t d = 0; d < dim; d++) qs[(r * heads + h) * dim + d] = static_cast<T>(turned[d]);
+      }
+      for (int64_t h = 0; h < kv_heads; h++) {  // a key is rounded to x's dtype, then to the cache's, as alone
+        rotate(x + (heads + h) * dim, c, s, dim, turned.data());
+        const T* v = x + (heads + kv_heads + h) * dim;
+        const int64_t at = ((slots[r] * kv_heads + h) * cached + positions[r]) * dim;
+        for (int64_t d = 0; d < dim; d++) {
+          ks[at + d] = static_cast<C>(static_cast<float>(static_cast<T>(turned[d])));
+          vs[at + d] = static_cast<C>(static_cast<float>(v[d]));
+        }
+      }
+    }
+  });
+}
+
+// qkv [N, (H + 2 Hkv) D] (each row its q | k | v heads), cos, sin [N, D] in qkv's dtype: q and k rotated for
+// their rows' positions; k and v written to keys, values [S, Hkv, P, D] at (slots[r], :, positions[r]);
+// returns q [N, H, D]
+at::Tensor rope_rows(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& keys,
+                     at::Tensor& values, const at::Tensor& slots, const at::Tensor& positions, int64_t heads) {
+  TORCH_CHECK(qkv.dim() == 2 && keys.dim() == 4 && values.sizes() == keys.sizes(), "rope_rows: qkv [N, W], keys and values [S, Hkv, P, D]");
+  const int64_t n = qkv.size(0), kv_heads = keys.size(1), dim = keys.size(3);
+  TORCH_CHECK(qkv.size(1) == (heads + 2 * kv_heads) * dim && dim % 2 == 0, "rope_rows: qkv's width is not (H + 2 Hkv) D");
+  TORCH_CHECK(qkv.is_contiguous() && keys.is_contiguous() && values.is_contiguous(), "rope_rows: contiguous tensors expected");
+  TORCH_CHECK(cos.sizes() == sin.sizes() && cos.size(0) == n && cos.size(1) == dim, "rope_rows: cos, sin [N, D]");
+  TORCH_CHECK(cos.scalar_type() == qkv.scalar_type() && sin.scalar_type() == qkv.scalar_type(), "rope_rows: cos and sin in qkv's dtype");
+  TORCH_CHECK(keys.scalar_type() == values.scalar_type(), "rope_rows: keys and values of one dtype");
+  for (const at::Tensor* t : {&slots, &positions}) {
+    TORCH_CHECK(t->scalar_type() == at::kLong && t->dim() == 1 && t->size(0) == n && t->is_contiguous(), "rope_rows: int64 slots and positions, one a row");
+  }
+  const int64_t* sl = slots.data_ptr<int64_t>();
+  const int64_t* po = positions.data_ptr<int64_t>();
+  for (int64_t r = 0; r < n; r++) {
+    TORCH_CHECK(sl[r] >= 0 && sl[r] < keys.size(0) && po[r] >= 0 && po[r] < keys.size(2), "rope_rows: row ", r, " outside the cache");
+  }
+  const at::Tensor c = cos.contiguous(), s = sin.contiguous();
+  at::Tensor q = at::empty({n, heads, dim}, qkv.options());
+  const bool bf16 = qkv.scalar_type() == at::kBFloat16, cache16 = keys.scalar_type() == at::kBFloat16;
+  TORCH_CHECK(bf16 || qkv.scalar_type() == at::kFloat, "rope_rows: bfloat16 or float32");
+  TORCH_CHECK(cache16 || keys.scalar_type() == at::kFloat, "rope_rows: a bfloat16 or float32 cache");
+  if (bf16 && cache16) rope_rows_impl<at::BFloat16, at::BFloat16>(qkv, c, s, keys, values, sl, po, heads, q);
+  else if (bf16) rope_rows_impl<at::BFloat16, float>(qkv, c, s, keys, values, sl, po, heads, q);
+  else if (cache16) rope_rows_impl<float, at::BFloat16>(qkv, c, s, keys, values, sl, po, heads, q);
+  else rope_rows_impl<float, float>(qkv, c, s, keys, values, sl, po, heads, q);
+  return q;
+}
+
 }  // namespace
 
 // Q4_OP names the build (q4_linear_avx512, q4_linear_avx2): both may be loaded in one process. The 8-bit
@@ -305,6 +437,8 @@ at::Tensor rows_attention(const at::Tensor& q, const at::Tensor& keys, const at:
 TORCH_LIBRARY_FRAGMENT(lossless, m) {
   m.def(Q4_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
   m.def(ATTENTION_OP "(Tensor q, Tensor keys, Tensor values, Tensor slots, Tensor seen, Tensor offsets, Tensor extra) -> Tensor");
+  m.def(NORM_OP "(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def(ROPE_OP "(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) keys, Tensor(b!) values, Tensor slots, Tensor positions, int heads) -> Tensor");
 #if defined(__AVX512VNNI__)
   m.def(Q8_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
 #endif
@@ -312,6 +446,8 @@ TORCH_LIBRARY_FRAGMENT(lossless, m) {
 TORCH_LIBRARY_IMPL(lossless, CPU, m) {
   m.impl(Q4_OP, linear<4>);
   m.impl(ATTENTION_OP, rows_attention);
+  m.impl(NORM_OP, norm_rows);
+  m.impl(ROPE_OP, rope_rows);
 #if defined(__AVX512VNNI__)
   m.impl(Q8_OP, linear<8>);
 #endif

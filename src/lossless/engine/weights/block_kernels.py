@@ -11,7 +11,9 @@ a horizontal sum; on a CPU without AVX-512 VNNI the same in AVX2, as llama.cpp d
 the numerics: activations carry 8 bits per block, not bfloat16's per value (~0.5% relative error on a
 product, as llama.cpp's), and `Engine` says so wherever it says int4. The AVX-512 build also multiplies
 8-bit codes (`pack8`, `q8_linear`: a Q8_0 output layer, `quant.Q8Linear`). Every build also holds
-attention computed row by row (`rows_attention`), which the continuous batch's decoding rows run on.
+attention computed row by row (`rows_attention`), which the continuous batch's decoding rows run on, and
+the row-wise pieces of a layer the batch runs over its packed rows (`norm_rows`, `rope_rows`): each
+row from itself alone, one call where torch would run a handful of small ops.
 
 The C++ file is compiled once per machine and instruction set with the system's C++ compiler (the one
 torch.compile already needs) against torch's headers, into ``$LOSSLESS_HOME/kernels`` (written whole,
@@ -122,6 +124,32 @@ def rows_attention(
     return kernel(q, keys, values, slots, seen, offsets, extra)
 
 
+def norm_rows(x: Tensor, weight: Tensor, eps: float, isa: str | None = None) -> Tensor:
+    """x [N, D] -> x * rsqrt(mean(x ** 2) + eps) * weight, each row from itself alone in float32, rounded
+    once to x's dtype (bfloat16 or float32); by the build for ``isa`` (None: `best`), which must be loaded."""
+    return getattr(torch.ops.lossless, f"norm_rows_{isa or best()}")(x, weight, eps)
+
+
+def rope_rows(
+    qkv: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    slots: Tensor,
+    positions: Tensor,
+    heads: int,
+    isa: str | None = None,
+) -> Tensor:
+    """qkv [N, (H + 2 Hkv) D], each row its query, key and value heads; cos, sin [N, D] in its dtype: the
+    query and key heads rotated for their row's position as `transformer.apply_rope` rotates them (in
+    float32, rounded once), each row's key and value written to ``keys``, ``values`` [S, Hkv, P, D] at
+    (slots[r], :, positions[r]) (a key rounded to qkv's dtype, then to the cache's) -> queries [N, H, D].
+    By the build for ``isa`` (None: `best`), which must be loaded."""
+    kernel = getattr(torch.ops.lossless, f"rope_rows_{isa or best()}")
+    return kernel(qkv, cos, sin, keys, values, slots, positions, heads)
+
+
 def op(isa: str | None = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
     """The operator `q4_linear` calls."""
     return getattr(torch.ops.lossless, f"q4_linear_{isa or best()}")
@@ -140,6 +168,12 @@ def load_kernels(isa: str) -> str | None:
     torch.ops.load_library(str(library))
     torch.library.register_fake(f"lossless::q4_linear_{isa}")(_shape)
     torch.library.register_fake(f"lossless::rows_attention_{isa}")(lambda q, *_: torch.empty_like(q))
+    torch.library.register_fake(f"lossless::norm_rows_{isa}")(lambda x, *_: torch.empty_like(x))
+    torch.library.register_fake(f"lossless::rope_rows_{isa}")(
+        lambda qkv, cos, sin, keys, values, slots, positions, heads: qkv.new_empty(
+            qkv.shape[0], heads, keys.shape[3]
+        )
+    )
     if isa == "avx512":
         torch.library.register_fake(f"lossless::q8_linear_{isa}")(_shape)
     return None
@@ -158,6 +192,8 @@ def _build(compiler: str, isa: str) -> Path:
         f'-DQ4_OP="q4_linear_{isa}"',
         f'-DQ8_OP="q8_linear_{isa}"',
         f'-DATTENTION_OP="rows_attention_{isa}"',
+        f'-DNORM_OP="norm_rows_{isa}"',
+        f'-DROPE_OP="rope_rows_{isa}"',
     ]
     key = hashlib.sha256(
         b"\0".join([SOURCE.read_bytes(), torch.__version__.encode(), " ".join(flags).encode()])

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from lossless.engine import cpu
+from lossless.engine.model.transformer import apply_rope
 from lossless.engine.weights import block_kernels
 from lossless.engine.weights.gguf import q4_weight, q8_weight
 from lossless.engine.weights.quant import Int4Linear, Int4Weight, Q8Linear, kernel
@@ -172,6 +173,101 @@ def test_rows_attention_refuses_a_row_outside_the_cache() -> None:
         block_kernels.rows_attention(q[:1].double(), keys, values, *row_indices(ROWS[:1]))
 
 
+def rope_inputs(dtype: torch.dtype, rows: int = 7, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """qkv [rows, (H + 2 Hkv) D], cos and sin [rows, D] as the model's tables hold them (each row rotated
+    for its position), the rows' slots and positions."""
+    g = torch.Generator().manual_seed(seed)
+    qkv = torch.randn(rows, (HEADS + 2 * KV_HEADS) * DIM, generator=g).to(dtype)
+    positions = torch.randint(0, POSITIONS, (rows,), generator=g)
+    slots = torch.randint(0, SLOTS, (rows,), generator=g)
+    angles = positions[:, None].double() / 10000 ** (torch.arange(DIM // 2).double() / (DIM // 2))
+    angles = torch.cat([angles, angles], dim=-1)  # [rows, D]: rotate_half's two halves share an angle
+    return qkv, angles.cos().to(dtype), angles.sin().to(dtype), slots, positions
+
+
+@pytest.mark.parametrize("isa", BUILT)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_norm_rows_is_the_rms_norm_in_float32_rounded_once(dtype: torch.dtype, isa: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(9, 576, generator=g) * 3).to(dtype)
+    weight = torch.rand(576, generator=g).to(dtype)
+    got = block_kernels.norm_rows(x, weight, 1e-5, isa=isa)
+    assert got.dtype == dtype and got.shape == x.shape
+    exact = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-5) * weight.double()
+    tolerance = 1e-6 if dtype == torch.float32 else 4e-3  # bfloat16: the result rounded once (half an ulp)
+    torch.testing.assert_close(got.double(), exact, rtol=tolerance, atol=1e-6)
+    # the same bits alone as beside the others
+    for r in range(len(x)):
+        assert torch.equal(block_kernels.norm_rows(x[r : r + 1], weight, 1e-5, isa=isa)[0], got[r])
+
+
+@pytest.mark.parametrize("isa", BUILT)
+@pytest.mark.parametrize(
+    ("dtype", "cache"),
+    [(torch.bfloat16, torch.bfloat16), (torch.float32, torch.bfloat16), (torch.float32, torch.float32)],
+)
+def test_rope_rows_rotates_as_apply_rope_and_fills_each_rows_own_place(
+    dtype: torch.dtype, cache: torch.dtype, isa: str
+) -> None:
+    """Queries and keys rotated as `transformer.apply_rope` rotates them (in float32, rounded once); each
+    row's key (rounded to its own dtype, then the cache's) and value land at its slot and position, nothing
+    else in the cache moves; a row alone gets the same bits."""
+    qkv, cos, sin, slots, positions = rope_inputs(dtype)
+    keys = torch.full((SLOTS, KV_HEADS, POSITIONS, DIM), 7.0, dtype=cache)
+    values = keys.clone()
+    q = block_kernels.rope_rows(qkv, cos, sin, keys, values, slots, positions, HEADS, isa=isa)
+    assert q.dtype == dtype and q.shape == (len(qkv), HEADS, DIM)
+    heads = qkv.double().view(len(qkv), HEADS + 2 * KV_HEADS, DIM).transpose(0, 1)[:, None]  # [H', 1, N, D]
+    turned = apply_rope(heads, cos.double(), sin.double())[:, 0].transpose(0, 1)  # [N, H', D]
+    tolerance = 1e-6 if dtype == torch.float32 else 4e-3
+    torch.testing.assert_close(q.double(), turned[:, :HEADS], rtol=tolerance, atol=1e-6)
+    written = torch.zeros(SLOTS, POSITIONS, dtype=torch.bool)
+    for r, (slot, at) in enumerate(zip(slots.tolist(), positions.tolist(), strict=True)):
+        written[slot, at] = True
+        key = (
+            turned[r, HEADS : HEADS + KV_HEADS].to(dtype).to(cache)
+        )  # as alone: its own dtype, then the cache's
+        torch.testing.assert_close(keys[slot, :, at].double(), key.double(), rtol=tolerance, atol=1e-6)
+        value = qkv[r].view(HEADS + 2 * KV_HEADS, DIM)[HEADS + KV_HEADS :].to(cache)
+        assert torch.equal(values[slot, :, at], value)
+    assert bool((keys.transpose(1, 2)[~written] == 7.0).all()) and bool(
+        (values.transpose(1, 2)[~written] == 7.0).all()
+    )
+    for r in range(len(qkv)):
+        alone = block_kernels.rope_rows(
+            qkv[r : r + 1],
+            cos[r : r + 1],
+            sin[r : r + 1],
+            keys,
+            values,
+            slots[r : r + 1],
+            positions[r : r + 1],
+            HEADS,
+            isa=isa,
+        )
+        assert torch.equal(alone[0], q[r])
+
+
+@needs_kernel
+def test_rope_rows_refuses_a_row_outside_the_cache_and_a_width_it_cannot_split() -> None:
+    qkv, cos, sin, slots, positions = rope_inputs(torch.float32, rows=1)
+    keys = torch.zeros(SLOTS, KV_HEADS, POSITIONS, DIM)
+    for bad_slot, bad_position in ((SLOTS, 0), (0, POSITIONS), (-1, 0)):
+        with pytest.raises(RuntimeError, match="outside the cache"):
+            block_kernels.rope_rows(
+                qkv,
+                cos,
+                sin,
+                keys,
+                keys.clone(),
+                torch.tensor([bad_slot]),
+                torch.tensor([bad_position]),
+                HEADS,
+            )
+    with pytest.raises(RuntimeError, match="width"):
+        block_kernels.rope_rows(qkv, cos, sin, keys, keys.clone(), slots, positions, HEADS + 1)
+
+
 @pytest.mark.skipif(len(BUILT) < 2, reason="one instruction set here: nothing to compare")
 def test_every_instruction_set_gives_the_same_bits() -> None:
     """Integer sums are exact and the float steps run in the same order per row: an AVX2 machine
@@ -182,6 +278,20 @@ def test_every_instruction_set_gives_the_same_bits() -> None:
         x = torch.randn(rows, 576).to(torch.bfloat16)
         outs = [block_kernels.q4_linear(x, *packed, isa=isa) for isa in BUILT]
         assert all(torch.equal(outs[0], out) for out in outs[1:])
+    # the row-wise pieces of a layer: sums in fixed lanes, the same whatever the vector width
+    x = torch.randn(5, 576).to(torch.bfloat16)
+    norms = [
+        block_kernels.norm_rows(x, torch.rand(576, generator=torch.Generator().manual_seed(3)), 1e-5, isa=isa)
+        for isa in BUILT
+    ]
+    assert all(torch.equal(norms[0], out) for out in norms[1:])
+    qkv, cos, sin, slots, positions = rope_inputs(torch.bfloat16)
+    cache = torch.zeros(SLOTS, KV_HEADS, POSITIONS, DIM, dtype=torch.bfloat16)
+    ropes = [
+        block_kernels.rope_rows(qkv, cos, sin, cache.clone(), cache.clone(), slots, positions, HEADS, isa=isa)
+        for isa in BUILT
+    ]
+    assert all(torch.equal(ropes[0], out) for out in ropes[1:])
 
 
 @needs_kernel
