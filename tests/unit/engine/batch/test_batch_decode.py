@@ -174,10 +174,16 @@ def test_dense_matmuls_are_not_taken_for_batch_invariant(tiny_checkpoint: Path, 
         alone_and_mixed(float32, GREEDY, [None] * len(LENGTHS))
 
 
-def test_the_norm_is_the_same_for_a_row_in_any_batch() -> None:
+@pytest.mark.parametrize("ours", [True, False], ids=["our kernel", "torch's ops"])
+def test_the_norm_is_the_same_for_a_row_in_any_batch(ours: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """`rms_norm_rows` against `RMSNorm.forward` it replaces in the batch: the plain norm's rsqrt of the
     [N, 1] column takes SIMD or scalar instructions by the row's place in the batch (its last bits
-    differ); the batch's gives every row the same result in a batch of any size."""
+    differ); the batch's gives every row the same result in a batch of any size, in our kernel
+    (`block_kernels.norm_rows`) and in torch's ops where the kernel is not built."""
+    if ours and not batch_forward.fused_rows(torch.bfloat16):
+        pytest.skip("our kernels are not built here")
+    if not ours:
+        monkeypatch.setattr(batch_forward, "fused_rows", lambda *dtypes: False)
     norm = RMSNorm(576, 1e-5).bfloat16()
     rows = (torch.randn(80, 576, generator=torch.Generator().manual_seed(0)) * 3).bfloat16()
     moved = {"plain": 0, "rows": 0}
