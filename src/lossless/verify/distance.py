@@ -34,7 +34,7 @@ MIN_PROMPTS = 8
 RESAMPLES = 20_000  # the smallest p-value is 1/(RESAMPLES+1): well under Holm's strictest level
 
 # Where measured distances fall on the embedded SmolLM2 Q4_1 (docs/results/2026-12-06-verify-distance.md:
-# benchmarks/verify_calibration.py's cells, and single development runs for Q5_1 and Q3_K_M): (what was
+# benchmarks/verify_calibration.py's cells, and single development runs for Q5_1): (what was
 # compared, nats a token, the lowest and highest figure over both pairings, teacher-forced and greedy).
 # The verdict names the nearest, so a figure reads as a kind of difference.
 SCALE: tuple[tuple[str, float, float], ...] = (
@@ -43,7 +43,8 @@ SCALE: tuple[tuple[str, float, float], ...] = (
     ("two implementations of the same weights (llama.cpp's kernels and ours)", 0.045, 0.067),
     ("4-bit against bfloat16 of the same dequantized weights", 0.05, 0.06),
     ("a 4-bit to 5-bit requantization (Q4_1 to Q5_1)", 0.23, 0.29),
-    ("a 4-bit to 3-bit requantization (Q4_1 to Q3_K_M)", 0.25, 0.26),
+    # teacher-forced 0.25-0.26 (development runs); greedy 0.325-0.33 (5 calibration runs, two llama-servers)
+    ("a 4-bit to 3-bit requantization (Q4_1 to Q3_K_M)", 0.25, 0.33),
     # teacher-forced 0.46-0.53 (development runs); greedy 0.754, where the answers part early
     ("a 4-bit to 2-bit requantization (Q4_1 to Q2_K)", 0.46, 0.754),
 )
