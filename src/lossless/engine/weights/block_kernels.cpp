@@ -301,7 +301,6 @@ at::Tensor rows_attention(const at::Tensor& q, const at::Tensor& keys, const at:
   return out;
 }
 
-
 // ---- a layer's row-wise pieces, for the continuous batch's packed rows (engine/batch/forward.py) -------------
 //
 // Each output row is computed from its own input row alone, in float32, in a fixed order (a sum of squares in
