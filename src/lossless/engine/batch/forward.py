@@ -184,17 +184,11 @@ def forward_packed(model: Transformer, cache: SlotCache, tokens: list[int], span
     return rms_norm_rows(model.norm, x)[0]  # [N, dim]
 
 
-def fused_rows(*dtypes: torch.dtype) -> bool:
-    """Whether our kernels' row-wise pieces of a layer (`block_kernels.norm_rows`, `rope_rows`) are built
-    and loaded and take tensors of ``dtypes`` (bfloat16 or float32): else torch's ops compute the same,
-    each row alone too."""
+def rows_kernel(*dtypes: torch.dtype) -> bool:
+    """Whether our row-wise kernels (`block_kernels.rows_attention`, `norm_rows`, `rope_rows`) are built
+    and loaded (`block_kernels.available`) and take tensors of ``dtypes`` (bfloat16 or float32): else
+    torch's ops compute the same, each row alone too (attention: one call per row)."""
     return all(d in (torch.bfloat16, torch.float32) for d in dtypes) and block_kernels.available() is None
-
-
-def rows_kernel(dtype: torch.dtype) -> bool:
-    """Whether our row-by-row attention kernel is built and loaded (`block_kernels.available`) and takes
-    a cache of ``dtype`` (bfloat16 or float32)."""
-    return dtype in (torch.bfloat16, torch.float32) and block_kernels.available() is None
 
 
 def rms_norm_rows(norm: nn.Module, x: Tensor) -> Tensor:
@@ -208,7 +202,7 @@ def rms_norm_rows(norm: nn.Module, x: Tensor) -> Tensor:
     kernels are built the whole norm is one call of `block_kernels.norm_rows` (each row in float32, rounded
     once), which does the same in a tenth of the ops."""
     assert isinstance(norm, RMSNorm)
-    if fused_rows(x.dtype):
+    if rows_kernel(x.dtype):
         return block_kernels.norm_rows(x.reshape(-1, x.shape[-1]), norm.weight, norm.eps).view(x.shape)
     mean_square = x.pow(2).mean(-1, keepdim=True) + norm.eps  # [..., 1]: a reduction of the row alone
     return x * torch.rsqrt(mean_square.expand(x.shape)) * norm.weight
@@ -232,7 +226,7 @@ def packed_attention(
     heads, kv_heads, head_dim = attention.n_heads, attention.n_kv_heads, attention.head_dim
     keys, values = kv  # [S, Hkv, P, D]
     # a float32 prompt twin's keys and values are stored rounded to the cache's dtype, as alone
-    if fused_rows(x.dtype, keys.dtype) and cos.dtype == x.dtype:
+    if rows_kernel(x.dtype, keys.dtype) and cos.dtype == x.dtype:
         qkv = attention.wqkv(x)[0].contiguous()  # [N, (H + 2 Hkv) D]
         rows = block_kernels.rope_rows(qkv, cos, sin, keys, values, slots, positions, heads)
         q = rows.transpose(0, 1)[None]  # [1, H, N, D]

@@ -180,10 +180,10 @@ def test_the_norm_is_the_same_for_a_row_in_any_batch(ours: bool, monkeypatch: py
     [N, 1] column takes SIMD or scalar instructions by the row's place in the batch (its last bits
     differ); the batch's gives every row the same result in a batch of any size, in our kernel
     (`block_kernels.norm_rows`) and in torch's ops where the kernel is not built."""
-    if ours and not batch_forward.fused_rows(torch.bfloat16):
+    if ours and not batch_forward.rows_kernel(torch.bfloat16):
         pytest.skip("our kernels are not built here")
     if not ours:
-        monkeypatch.setattr(batch_forward, "fused_rows", lambda *dtypes: False)
+        monkeypatch.setattr(batch_forward, "rows_kernel", lambda *dtypes: False)
     norm = RMSNorm(576, 1e-5).bfloat16()
     rows = (torch.randn(80, 576, generator=torch.Generator().manual_seed(0)) * 3).bfloat16()
     moved = {"plain": 0, "rows": 0}
