@@ -32,27 +32,69 @@ struct Activations {  // x [M, K] as int8 per block of 32: x ~= d * q, s = d * s
   std::vector<float> d, s;
 };
 
+// One block of 32 activations as float32 (a bfloat16 is the high half of a float32's bits)
+#if defined(__AVX512F__)
+inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+inline __m512 load16(const at::BFloat16* x) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#else
+inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
+inline __m256 load8(const at::BFloat16* x) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#endif
+
+// Block i of 32: its largest magnitude over 127 is d, each value times 1 / d rounded to the nearest integer
+// (ties to even, as nearbyint in the default rounding mode), s = d * their sum. Vector code, but every
+// figure is the one a scalar loop gets: max and the integer sum are exact, the rest one IEEE operation each.
+template <typename T>
+void quantize_block(const T* x, int8_t* q, float& d_out, float& s_out) {
+#if defined(__AVX512F__)
+  const __m512 a = load16(x), b = load16(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const float d = amax / 127.f, inv = d != 0.f ? 1.f / d : 0.f;
+  const __m512 scale = _mm512_set1_ps(inv);
+  const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, scale)), qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, scale));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(qa));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(qb));
+  const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+#else
+  __m256 v[4];
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < 4; i++) {
+    v[i] = load8(x + 8 * i);
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  const float amax = *std::max_element(lanes, lanes + 8);
+  const float d = amax / 127.f, inv = d != 0.f ? 1.f / d : 0.f;
+  const __m256 scale = _mm256_set1_ps(inv);
+  alignas(32) int32_t ints[kBlock];
+  for (int i = 0; i < 4; i++) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ints + 8 * i), _mm256_cvtps_epi32(_mm256_mul_ps(v[i], scale)));
+  }
+  int sum = 0;
+  for (int t = 0; t < kBlock; t++) {
+    q[t] = static_cast<int8_t>(ints[t]);
+    sum += ints[t];
+  }
+#endif
+  d_out = d;
+  s_out = d * static_cast<float>(sum);
+}
+
 template <typename T>
 Activations quantize(const T* x, int64_t m, int64_t k) {
   const int64_t blocks = m * k / kBlock;
   Activations a{std::vector<int8_t>(m * k), std::vector<float>(blocks), std::vector<float>(blocks)};
-  float v[kBlock];
-  for (int64_t i = 0; i < blocks; i++) {
-    float amax = 0.f;
-    for (int t = 0; t < kBlock; t++) {
-      v[t] = static_cast<float>(x[i * kBlock + t]);
-      amax = std::max(amax, std::fabs(v[t]));
-    }
-    const float d = amax / 127.f, inv = d != 0.f ? 1.f / d : 0.f;
-    int sum = 0;
-    for (int t = 0; t < kBlock; t++) {
-      const int q = static_cast<int>(std::nearbyint(v[t] * inv));
-      a.q[i * kBlock + t] = static_cast<int8_t>(q);
-      sum += q;
-    }
-    a.d[i] = d;
-    a.s[i] = d * static_cast<float>(sum);
-  }
+  at::parallel_for(0, blocks, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; i++) quantize_block(x + i * kBlock, a.q.data() + i * kBlock, a.d[i], a.s[i]);
+  });
   return a;
 }
 
@@ -82,29 +124,32 @@ void group(const Activations& a, int64_t row0, int64_t k, const uint8_t* codes, 
   __m512 acc[MR];
   for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; b++) {
-    __m512i dot[MR];
-    for (int r = 0; r < MR; r++) dot[r] = _mm512_setzero_si512();
+    // two int32 sums a row (even and odd chunks, or low and high nibbles), added at the block's end: twice
+    // the independent chains for vpdpbusd's latency, and the same exact integer sum
+    __m512i dot[MR][2];
+    for (int r = 0; r < MR; r++) dot[r][0] = dot[r][1] = _mm512_setzero_si512();
     for (int j = 0; j < BITS; j++) {  // 64-byte chunks a block: 4 of nibble pairs, or 8 of bytes
       const __m512i w = _mm512_loadu_si512(codes + b * bytes + j * 64);
       if constexpr (BITS == 4) {
         const __m512i lo = _mm512_and_si512(w, low), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
         for (int r = 0; r < MR; r++) {
           const Words x = words(a, row0 + r, k, b, j);
-          dot[r] = _mm512_dpbusd_epi32(dot[r], lo, _mm512_set1_epi32(x.low));
-          dot[r] = _mm512_dpbusd_epi32(dot[r], hi, _mm512_set1_epi32(x.high));
+          dot[r][0] = _mm512_dpbusd_epi32(dot[r][0], lo, _mm512_set1_epi32(x.low));
+          dot[r][1] = _mm512_dpbusd_epi32(dot[r][1], hi, _mm512_set1_epi32(x.high));
         }
       } else {
         for (int r = 0; r < MR; r++) {
           int32_t x;
           std::memcpy(&x, a.q.data() + (row0 + r) * k + b * kBlock + 4 * j, 4);
-          dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_set1_epi32(x));
+          dot[r][j % 2] = _mm512_dpbusd_epi32(dot[r][j % 2], w, _mm512_set1_epi32(x));
         }
       }
     }
     const __m512 d = _mm512_loadu_ps(scales + b * 2 * kRows), m = _mm512_loadu_ps(scales + b * 2 * kRows + kRows);
     for (int r = 0; r < MR; r++) {
       const int64_t i = (row0 + r) * blocks + b;
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.d[i])), acc[r]);
+      const __m512i sum = _mm512_add_epi32(dot[r][0], dot[r][1]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(a.d[i])), acc[r]);
       acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(a.s[i]), acc[r]);
     }
   }
