@@ -12,7 +12,8 @@ a level:
     ours batch16 plain    the same with `--speculative none`
     llama-server          `-t T -np 16`, plain, and with `--spec-type ngram-simple`: the stronger of the
                           two per suite and load is the peer its ratios are read against
-    vllm                  (--vllm) bfloat16 on the file dequantized, T OpenMP threads, prefix caching off
+    vllm                  (--vllm) bfloat16 on the file dequantized, T OpenMP threads, prefix caching on
+                          (its default; off before 2026-12-07's prefix runs, when ours had none)
 
 Per cell (endpoint, suite, load): the output speed per request (tokens/s after the first token, p50),
 the total output tokens/s over the measured window, and TTFT p50 and p99 (p99 of 32 requests is read
@@ -69,7 +70,7 @@ def servers(threads: int, vllm: bool) -> dict[str, tuple[str, Any]]:
     }
     if vllm:
         folder = hf_folder(gguf, models.home() / "benchmarks" / "smollm2-hf", sample=False)
-        found["vllm"] = ("smollm2", lambda: VllmServer(folder, prefix_caching=False, threads=threads))
+        found["vllm"] = ("smollm2", lambda: VllmServer(folder, prefix_caching=True, threads=threads))
     return found
 
 

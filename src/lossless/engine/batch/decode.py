@@ -10,9 +10,13 @@
 Exact under load: a sequence's greedy tokens depend on its own prompt and parameters, never on who shares
 its steps, and its sampled tokens follow plain decoding's distribution. The forward is batch-invariant
 where the model's matmuls are (`forward.row_invariant`: our int4 and Q8_0 kernels; dense float32 and
-bfloat16 ones are not, and ``invariant`` says so); a prompt is cut into chunks of ``chunk`` tokens from
-its start whatever else runs, so it is processed in the same pieces in any batch (how many newcomers'
-chunks go into one step, ``prefill_budget``, changes when a chunk runs, not what it computes); each
+bfloat16 ones are not, and ``invariant`` says so). Where our kernels are built a prompt of up to
+``ROWWISE_PROMPT`` tokens runs row by row, each row as a one-token step computes it, so how it is cut
+into chunks (``chunk`` tokens, and how many newcomers' chunks go into one step, ``prefill_budget``)
+changes when a row runs, not what it computes, and a prompt may start from the keys and values another
+sequence cached for the same first tokens (`TokenBatch`); a longer prompt, or any prompt elsewhere, is cut
+into chunks of ``chunk`` tokens from its start whatever else runs, so it is processed in the same pieces
+in any batch; each
 sequence draws from its own generator, seeded as its request says (`sampling.make_generator`). How long
 its drafts are depends on the batch (`TokenBatch`): which tokens a step verifies changes, not what the
 target computes for them, and the acceptance rule keeps each token the target's own (greedy) or its
@@ -33,7 +37,7 @@ from typing import Generic, TypeVar
 import torch
 from torch import Tensor
 
-from lossless.engine.batch.forward import SlotCache, Span, forward_packed, row_invariant
+from lossless.engine.batch.forward import SlotCache, Span, forward_packed, row_invariant, rows_kernel
 from lossless.engine.model.constrain import Constraint
 from lossless.engine.model.generate import Accepted, Delta, TextAssembler, choose
 from lossless.engine.model.sampling import SamplingParams, make_generator
@@ -52,6 +56,12 @@ DRAFT_ROWS = 8  # decoding tokens per step, pending and drafted, before the draf
 # chat's 1.7 cost 12% at 2 clients and 25% at 4, and paid only alone)
 DRAFT_YIELD = 2.5
 HIDDEN_KEPT = 64  # steps of a sequence's hidden states kept for its drafter while it does not draft
+# a prompt of at most this many tokens goes row by row through our attention kernel, each row as a one-token
+# step computes it (`Span.rows_apart`), so its keys and values are the same whatever came before or beside
+# and a later prompt may start from them; a longer one runs in chunks through torch's attention, faster
+# there (a row's kernel cost grows with what it sees; SmolLM2 on 2 cores, nothing cached, row by row
+# against in chunks: 128 tokens 116 / 93 ms, 256 252 / 193, 512 702 / 429, 1024 2262 / 1058)
+ROWWISE_PROMPT = 256
 
 
 @dataclass(eq=False)
@@ -70,6 +80,8 @@ class _Sequence:
     hidden: list[Tensor] = field(default_factory=list)  # the target's states the drafter has not seen
     draft: Draft | None = None  # what this step verifies after the pending token
     yields: float | None = None  # tokens its recent drafting steps drew (a moving average; None: none yet)
+    rowwise: bool = False  # its prompt runs row by row: every position of its slot is as alone computes it
+    reused: int = 0  # its prompt's first tokens whose keys and values it found cached
 
     def context(self) -> list[int]:
         return self.prompt + self.drawn
@@ -86,7 +98,12 @@ class _Sequence:
             span = Span(self.slot, self.cached, 1 + len(draft), tree, rows_apart=True)
             return span, [self.pending, *draft]
         n = min(chunk, len(self.prompt) - self.cached)
-        return Span(self.slot, self.cached, n), self.prompt[self.cached : self.cached + n]
+        span = Span(self.slot, self.cached, n, rows_apart=self.rowwise)
+        return span, self.prompt[self.cached : self.cached + n]
+
+    def exact_prefix(self) -> list[int]:
+        """The tokens whose keys and values its slot holds as alone computes them (positions 0..n - 1)."""
+        return self.context()[: self.cached] if self.rowwise else []
 
     def plan_draft(self, limit: int, positions: int) -> None:
         """Its draft for this step: at most ``limit`` tokens, none past its budget or its slot. With a
@@ -124,7 +141,14 @@ class TokenBatch(Generic[K]):
     ``draft_rows`` decoding tokens in all, shared equally (each sequence may draft draft_rows // decoding
     - 1 tokens: none at all once more than draft_rows / 2 sequences decode), and beside other decoding
     sequences only a sequence whose recent drafts yielded ``DRAFT_YIELD`` tokens a step or more drafts
-    (copying text, not open chat; one that stopped drafting under load resumes when it decodes alone)."""
+    (copying text, not open chat; one that stopped drafting under load resumes when it decodes alone).
+
+    Where every row is computed from itself alone (our kernels built, the matmuls row-invariant: ``rowwise``),
+    a position's keys and values depend on the tokens up to it and nothing else, so a newcomer whose prompt
+    begins as another sequence's context does starts from that sequence's cached positions instead of
+    computing them again: the same numbers (a prefix cache without a second copy of the numerics). Its slot
+    is the free one holding the longest such prefix; before each chunk of its prompt, a longer one that a
+    running sequence's slot holds is copied in."""
 
     def __init__(
         self,
@@ -138,8 +162,13 @@ class TokenBatch(Generic[K]):
         self.model, self.chunk, self.prefill_budget = model, chunk, prefill_budget
         self.draft_rows = draft_rows
         self.invariant = row_invariant(model)  # a sequence's numbers do not depend on who shares its steps
+        dtype = model.output.weight.dtype
+        self.rowwise = self.invariant and model.prompt_model is None and rows_kernel(dtype)
         self.cache = SlotCache(model, slots, positions)
-        self._free = list(range(slots - 1, -1, -1))  # pop() takes the lowest free slot
+        self._free = list(range(slots - 1, -1, -1))
+        self._held: list[list[int]] = [
+            [] for _ in range(slots)
+        ]  # a free slot's exact prefix (`exact_prefix`)
         self.running: dict[K, _Sequence] = {}  # in the order they joined: the oldest prefills first
 
     def free(self) -> int:
@@ -164,15 +193,49 @@ class TokenBatch(Generic[K]):
         assert key not in self.running and self._free, "a sequence joins once, into a free slot"
         assert 0 < len(prompt) <= self.cache.positions, "the caller fits prompts to the context"
         budget = self.cache.positions - len(prompt) if budget is None else budget
-        seq = _Sequence(self._free.pop(), list(prompt), params, generator, constraint, budget, drafter)
+        rowwise = self.rowwise and len(prompt) <= ROWWISE_PROMPT
+        slot, reused = self._slot_for(prompt) if rowwise else (self._free[-1], 0)
+        self._free.remove(slot)
+        self._held[slot] = []  # overwritten from its reused positions on
+        seq = _Sequence(slot, list(prompt), params, generator, constraint, budget, drafter)
+        seq.rowwise, seq.cached, seq.reused = rowwise, reused, reused
         if drafter is not None:
             drafter.begin(prompt)
             seq.stats = SpecStats(k_max)
         self.running[key] = seq
 
     def remove(self, key: K) -> None:
-        """The sequence leaves now (finished or cancelled): its slot is free for the next step."""
-        self._free.append(self.running.pop(key).slot)
+        """The sequence leaves now (finished or cancelled): its slot is free for the next step, its cached
+        prefix kept for a newcomer whose prompt begins with it."""
+        seq = self.running.pop(key)
+        self._held[seq.slot] = seq.exact_prefix()
+        self._free.append(seq.slot)
+
+    def reused(self, key: K) -> int:
+        """How many of the sequence's prompt tokens it found cached (`TokenBatch`)."""
+        return self.running[key].reused
+
+    def _slot_for(self, prompt: list[int]) -> tuple[int, int]:
+        """A free slot for a row-wise ``prompt`` -> it and how many of the prompt's first tokens it holds:
+        the free slot kept with the longest prefix of it. The last prompt token always runs (its hidden
+        state draws the first token)."""
+        limit = len(prompt) - 1
+        slot = max(self._free, key=lambda s: (common_prefix(self._held[s], prompt, limit), -s))
+        return slot, common_prefix(self._held[slot], prompt, limit)
+
+    def _catch_up(self, seq: _Sequence) -> None:
+        """Before a row-wise prompt's next chunk: the longest prefix of it that another sequence's slot
+        holds beyond what its own does, copied in (one that joined beside it in a burst finds what the
+        first of them computed a step before)."""
+        limit, source = len(seq.prompt) - 1, None
+        reach = seq.cached
+        for other in self.running.values():
+            if other is not seq and (n := common_prefix(other.exact_prefix(), seq.prompt, limit)) > reach:
+                source, reach = other, n
+        if source is not None:
+            self.cache.copy(source.slot, seq.slot, seq.cached, reach)
+            seq.reused += reach - seq.cached
+            seq.cached = reach
 
     def stats(self, key: K) -> SpecStats | None:
         """A speculating sequence's acceptance figures so far."""
@@ -257,6 +320,8 @@ class TokenBatch(Generic[K]):
             if seq.pending is not None and seq.drafter is not None:
                 paying = decoding == 1 or seq.yields is None or seq.yields >= DRAFT_YIELD
                 seq.plan_draft(limit if paying else 0, self.cache.positions)
+            if seq.pending is None and seq.rowwise:
+                self._catch_up(seq)
             span, tokens = seq.next_span(self.chunk)
             assert span.end <= self.cache.positions, "a sequence outgrew its slot: the caller ends it first"
             if seq.pending is not None:
@@ -351,9 +416,18 @@ class DecodeBatch(Generic[K]):
         return out
 
     def _end(self, key: K) -> Delta:
-        stats = self.tokens.stats(key)
+        stats, reused = self.tokens.stats(key), self.tokens.reused(key)
         self.tokens.remove(key)
         last = self._texts.pop(key).last()
-        if stats is None:
-            return last
-        return replace(last, stats={**last.stats, **stats.as_dict()})
+        figures = {**last.stats, "cached_prompt_tokens": reused}
+        return replace(last, stats=figures if stats is None else {**figures, **stats.as_dict()})
+
+
+def common_prefix(held: list[int], prompt: list[int], limit: int) -> int:
+    """How many first tokens ``held`` and ``prompt`` share, at most ``limit``."""
+    n = 0
+    for a, b in zip(held[:limit], prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n

@@ -112,6 +112,11 @@ class SlotCache:
     def bytes_per_position(self) -> int:
         return sum(2 * t[0, :, 0].numel() * t.element_size() for t in self.k)
 
+    def copy(self, source: int, slot: int, start: int, end: int) -> None:
+        """Positions start..end - 1 of ``source``'s keys and values into ``slot``."""
+        for cache in (*self.k, *self.v):
+            cache[slot, :, start:end] = cache[source, :, start:end]
+
     def keep(self, slot: int, positions: list[int], start: int) -> None:
         """Move ``slot``'s entries at ``positions`` (increasing) to start, start + 1, ...: after a tree of
         drafts, the accepted path's keys and values (already rotated for those positions)."""

@@ -17,7 +17,8 @@ ones. Policy, where the API leaves room:
   are accepted and named in ``x-lossless-ignored-params``, as the chat path does with fields it does
   not honour. ``reasoning`` items in ``input`` are skipped: this server makes none.
 - Usage is the chat path's: ``input_tokens`` is its prompt_tokens, ``output_tokens`` its
-  completion_tokens; no prompt cache (``cached_tokens`` 0) and no reasoning tokens.
+  completion_tokens, ``cached_tokens`` its prompt tokens found in the KV cache (``--max-batch``); no
+  reasoning tokens.
 - The Response repeats ``instructions``, ``tools``, ``tool_choice`` and ``text`` as they were sent, so a
   lone UTF-16 surrogate anywhere in them (a key too), which JSON can spell but no UTF-8 answer can hold,
   is a 400, as one in any text the tokenizer reads is on the chat path.
@@ -194,7 +195,7 @@ def usage(end: Ending) -> dict[str, Any]:
     u = end.usage
     return {
         "input_tokens": u.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},  # no prompt cache
+        "input_tokens_details": {"cached_tokens": u.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": u.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": u.prompt_tokens + u.completion_tokens,

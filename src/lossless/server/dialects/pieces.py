@@ -15,7 +15,7 @@ from lossless.server.jobs import EngineJob, Failed, Finished
 from lossless.server.openai import bodies, tool_calls, tool_stream
 from lossless.server.openai.bodies import Usage
 from lossless.server.openai.protocol import ApiRequest
-from lossless.server.openai.replies import JobOutput, reported_finish
+from lossless.server.openai.replies import JobOutput, finished_usage, reported_finish
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def ending(got: JobOutput, job: EngineJob, tokenizer: Tokenizer, called: bool) -
         finish = "tool_calls"
     ids = [i for d in got.deltas for i in d.token_ids]
     stop = stop_sequence(got.req, "".join(got.text), ids, tokenizer) if finish == "stop" else None
-    return Ending(finish, stop, Usage(len(job.prompt_ids), got.finished.completion_tokens))
+    return Ending(finish, stop, finished_usage(job, got.finished))
 
 
 def stop_sequence(req: ApiRequest, text: str, ids: list[int], tokenizer: Tokenizer) -> str | None:

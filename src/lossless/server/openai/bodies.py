@@ -26,12 +26,14 @@ def sse(body: dict[str, Any]) -> bytes:
 class Usage:
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0  # of the prompt's, found in the KV cache (`serve --max-batch`: `batch.decode`)
 
-    def body(self) -> dict[str, int]:
+    def body(self) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
         }
 
 

@@ -152,7 +152,7 @@ async def complete(
     if got.finished is None:  # so got.failed is set: the engine raised, or shutdown cut the generation
         return failure_response(got.failed or Failed("generation failed"), headers)
     finish = reported_finish(got.finished)
-    usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
+    usage = finished_usage(job, got.finished)
     if req.api == "chat":
         logprobs = got.chat_logprobs if req.logprobs is not None else None
         body = bodies.chat_completion(head, "".join(got.text), finish, usage, logprobs)
@@ -162,6 +162,12 @@ async def complete(
         legacy = got.legacy if req.logprobs is not None else None
         body = bodies.completion(head, "".join(got.text), finish, usage, legacy)
     return JSONResponse(body, headers=headers)
+
+
+def finished_usage(job: EngineJob, finished: Finished) -> Usage:
+    """The counts a finished job reports: its prompt's tokens (how many were found cached), its answer's."""
+    cached = int(finished.stats.get("cached_prompt_tokens", 0))
+    return Usage(len(job.prompt_ids), finished.completion_tokens, cached)
 
 
 def reported_finish(finished: Finished) -> str:
@@ -206,7 +212,7 @@ async def stream(req: ApiRequest, job: EngineJob, head: Head, prompt_text: str) 
                 yield sse(_delta_chunk(got, Delta("", finish_reason="length"), head) or {})
             break
     if usage_field and got.finished is not None:
-        usage = Usage(len(job.prompt_ids), got.finished.completion_tokens)
+        usage = finished_usage(job, got.finished)
         yield bodies.sse(bodies.usage_chunk(head, usage, chat=chat))
     yield bodies.DONE
 

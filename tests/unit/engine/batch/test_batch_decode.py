@@ -81,6 +81,7 @@ def run_batch(
     out: list[list[int]] = [[] for _ in requests]
     LOGITS.clear()
     STATS.clear()
+    REUSED.clear()
     waiting = sorted(range(len(requests)), key=lambda i: arrivals[i])
     for step in range(1000):
         while waiting and arrivals[waiting[0]] <= step and batch.free():
@@ -96,12 +97,14 @@ def run_batch(
             assert len(out[i]) <= budgets[i], "a draft ran past the budget"
             if len(out[i]) == budgets[i]:
                 STATS[i] = batch.stats(i)
+                REUSED[i] = batch.reused(i)
                 batch.remove(i)
     raise AssertionError("the batch did not finish")
 
 
 LOGITS: dict[int, list[torch.Tensor]] = {}
 STATS: dict[int, SpecStats | None] = {}
+REUSED: dict[int, int] = {}  # by request: its prompt tokens found cached (`TokenBatch.reused`)
 
 
 def alone_and_mixed(
@@ -160,6 +163,66 @@ def test_seeded_samples_in_a_mixed_batch_equal_each_alone(q4_gguf: Path) -> None
     assert mixed == alone
     again, _ = alone_and_mixed(model, SAMPLED, list(range(1, len(LENGTHS) + 1)))
     assert again != alone  # other seeds, other tokens: the seed is what decides
+
+
+def shared_prefixes(
+    model: Transformer,
+) -> tuple[list[tuple[list[int], SamplingParams, None]], tuple[int, ...]]:
+    """Requests whose prompts begin alike: three on a 20-token head, then the first prompt again, then the
+    second prompt followed by the first 4 tokens it answers alone (its slot holds them after it leaves)."""
+    gen = torch.Generator().manual_seed(5)
+    head = torch.randint(0, model.args.vocab_size, (20,), generator=gen).tolist()
+    tails = [torch.randint(0, model.args.vocab_size, (n,), generator=gen).tolist() for n in (6, 9, 3)]
+    first = [head + tail for tail in tails]
+    answer = run_batch(model, [(first[1], GREEDY, None)], 1, [0], (12,))[0]
+    prompts = [*first, first[0], first[1] + answer[:4]]
+    return [(p, GREEDY, None) for p in prompts], (12, 12, 8, 6, 6)
+
+
+def test_a_prompt_starts_from_what_another_sequence_cached_with_the_same_numbers(q4_gguf: Path) -> None:
+    """Rows computed each from itself alone make a position's keys and values a function of the tokens up
+    to it: a newcomer starts from the longest prefix of its prompt that a running sequence's slot holds
+    (copied) or a free slot kept (in place), and its logits are bit for bit those of the same prompt in a
+    fresh batch. Prompts through torch's attention in chunks (not row by row) would not be: with them the
+    same reuse moves the logits."""
+    model = int4_model(q4_gguf, float32_prompts=False)
+    assert TokenBatch(model, 1, 8).rowwise
+    requests, budgets = shared_prefixes(model)
+    alone = []
+    for i, request in enumerate(requests):
+        run_batch(model, [request], 1, [0], (budgets[i],))
+        assert REUSED[0] == 0  # a fresh batch has nothing cached
+        alone.append(torch.cat(LOGITS[0]))
+    run_batch(model, requests, 3, [0, 0, 3, 40, 40], budgets)
+    moved = [i for i in range(len(requests)) if not torch.equal(torch.cat(LOGITS[i]), alone[i])]
+    assert moved == []
+    lengths = [len(p) for p, _, _ in requests]
+    # 0 and 1 join together: 0's first chunk of 16 runs alone (the step's prompt budget is 24), and 1 copies
+    # it before its own; 2 copies the head from a running slot; 3 finds all of its prompt but the last
+    # token in 0's free slot, 4 all of 1's prompt and answer but its last token in 1's
+    assert [REUSED[i] for i in range(5)] == [0, 16, 20, lengths[3] - 1, lengths[4] - 1]
+
+
+def test_reused_positions_are_exact_only_where_prompts_go_row_by_row(
+    q4_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutation the test above must catch: the same reuse over prompts run through torch's attention
+    in one piece (whose sums for a row depend on the rows beside it) moves a newcomer's logits."""
+    model = int4_model(q4_gguf, float32_prompts=False)
+    requests, budgets = shared_prefixes(model)
+    next_span = decode._Sequence.next_span
+
+    def in_one_piece(seq: decode._Sequence, chunk: int) -> tuple[Span, list[int]]:
+        span, tokens = next_span(seq, chunk)
+        return (span if seq.pending is not None else Span(span.slot, span.start, span.length)), tokens
+
+    monkeypatch.setattr(decode._Sequence, "next_span", in_one_piece)
+    alone = []
+    for i, request in enumerate(requests):
+        run_batch(model, [request], 1, [0], (budgets[i],))
+        alone.append(torch.cat(LOGITS[0]))
+    run_batch(model, requests, 3, [0, 0, 3, 40, 40], budgets)
+    assert any(not torch.equal(torch.cat(LOGITS[i]), alone[i]) for i in range(2, 5))
 
 
 def test_dense_matmuls_are_not_taken_for_batch_invariant(tiny_checkpoint: Path, q4_gguf: Path) -> None:

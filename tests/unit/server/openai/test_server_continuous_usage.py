@@ -54,6 +54,11 @@ def test_every_chunk_carries_the_running_counts() -> None:
 def test_without_it_chunks_are_unchanged() -> None:
     got = chunks(request("chat", {"include_usage": True}), EVENTS)
     assert [c["usage"] for c in got[:-1]] == [None] * (len(got) - 1)
-    assert got[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    assert got[-1]["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 5,
+        "total_tokens": 8,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     plain = chunks(request("chat", {"continuous_usage_stats": True}), EVENTS)  # needs include_usage (vLLM)
     assert all("usage" not in c for c in plain)
