@@ -254,6 +254,22 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor
 // then extra[offsets[r]..offsets[r+1]-1] (a tree node's ancestors), in that order. A row's sums run over its
 // keys in that order, in float32, whatever the other rows are: its bits are the same in any batch, at any
 // draft length, and as the pending token of a one-token step. Query head g * group + i reads kv head g.
+// a . b over dim values in 16 lanes added up in lane order: the same bits wherever it is called from. (A
+// `#pragma omp simd` reduction left the order to the compiler, which vectorized the loop over a row's
+// keys one way for its cache prefix and another for a tree node's ancestors: 3 of 200 rows moved when a
+// key was read as an ancestor rather than as part of the prefix.)
+inline float lane_dot(const float* a, const float* b, int64_t dim) {
+  float lanes[16] = {0.f};
+  int64_t d0 = 0;
+  for (; d0 + 16 <= dim; d0 += 16) {
+    for (int i = 0; i < 16; i++) lanes[i] += a[d0 + i] * b[d0 + i];
+  }
+  for (int64_t d = d0; d < dim; d++) lanes[d - d0] += a[d] * b[d];
+  float sum = 0.f;
+  for (int i = 0; i < 16; i++) sum += lanes[i];
+  return sum;
+}
+
 template <typename T>
 void attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const int64_t* slots,
                  const int64_t* seen, const int64_t* offsets, const int64_t* extra, at::Tensor& out) {
@@ -278,10 +294,7 @@ void attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& 
         for (int64_t d = 0; d < dim; d++) key[d] = static_cast<float>(k[d]);
         for (int64_t i = 0; i < group; i++) {
           const float* qi = query.data() + i * dim;
-          float s = 0.f;
-#pragma omp simd reduction(+ : s)
-          for (int64_t d = 0; d < dim; d++) s += qi[d] * key[d];
-          scores[i * n + j] = s * scale;
+          scores[i * n + j] = lane_dot(qi, key.data(), dim) * scale;
         }
       }
       for (int64_t i = 0; i < group; i++) {  // softmax, each head's scores on their own

@@ -118,6 +118,25 @@ def row_indices(rows: list[tuple[int, int, list[int]]]) -> tuple[torch.Tensor, .
 
 
 @pytest.mark.parametrize("isa", BUILT)
+def test_a_key_read_as_an_ancestor_gives_the_bits_it_gives_in_the_prefix(isa: str) -> None:
+    """A tree node sees the cache before its draft, then its ancestors; the same keys seen as a prefix (the
+    node's token fed alone a step later) must give the same bits, or a speculating sequence's greedy
+    tokens would differ from plain decoding's. Measured before the fix: 3 to 6 of these 400 moved."""
+    g = torch.Generator().manual_seed(0)
+    moved = 0
+    for _ in range(200):
+        keys, values = (torch.randn(1, KV_HEADS, 64, DIM, generator=g).bfloat16() for _ in range(2))
+        n = int(torch.randint(3, 60, (1,), generator=g))
+        q = torch.randn(1, HEADS, DIM, generator=g).bfloat16()
+        prefix = block_kernels.rows_attention(q, keys, values, *row_indices([(0, n, [])]), isa=isa)
+        for ancestors in ([n - 2, n - 1], [n - 1]):
+            rows = [(0, n - len(ancestors), ancestors)]
+            tree = block_kernels.rows_attention(q, keys, values, *row_indices(rows), isa=isa)
+            moved += not torch.equal(prefix, tree)
+    assert moved == 0
+
+
+@pytest.mark.parametrize("isa", BUILT)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rows_attention_is_each_rows_softmax_over_the_keys_it_sees(dtype: torch.dtype, isa: str) -> None:
     q, keys, values = attention_inputs(dtype)
