@@ -39,7 +39,16 @@ from torch import Tensor
 from lossless.engine import cpu
 
 SOURCE = Path(__file__).with_name("block_kernels.cpp")
-COMMON = ["-O3", "-std=c++20", "-shared", "-fPIC", "-fopenmp", "-ffp-contract=off", "-D_GLIBCXX_USE_CXX11_ABI=1", "-w"]
+COMMON = [
+    "-O3",
+    "-std=c++20",
+    "-shared",
+    "-fPIC",
+    "-fopenmp",
+    "-ffp-contract=off",
+    "-D_GLIBCXX_USE_CXX11_ABI=1",
+    "-w",
+]
 # instruction set -> (the CPU flags it needs, as /proc/cpuinfo names them; the compiler's flags), best first
 ISAS = {
     "avx512": (
