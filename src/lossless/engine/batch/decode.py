@@ -30,8 +30,9 @@ batch). Thread-confined: one thread steps a batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Generic, TypeVar
 
 import torch
@@ -105,6 +106,15 @@ class _Sequence:
         """The tokens whose keys and values its slot holds as alone computes them (positions 0..n - 1)."""
         return self.context()[: self.cached] if self.rowwise else []
 
+    def shares(self, prompt: list[int], limit: int) -> int:
+        """How many first tokens of ``prompt``, at most ``limit``, its slot holds as alone computes them
+        (`exact_prefix`, without copying its context)."""
+        return (
+            common_prefix(chain(self.prompt, self.drawn), prompt, min(limit, self.cached))
+            if self.rowwise
+            else 0
+        )
+
     def plan_draft(self, limit: int, positions: int) -> None:
         """Its draft for this step: at most ``limit`` tokens, none past its budget or its slot. With a
         limit of 0 the drafter is not asked (at 16 clients asking every drafter for nothing each step cost
@@ -166,9 +176,8 @@ class TokenBatch(Generic[K]):
         self.rowwise = self.invariant and model.prompt_model is None and rows_kernel(dtype)
         self.cache = SlotCache(model, slots, positions)
         self._free = list(range(slots - 1, -1, -1))
-        self._held: list[list[int]] = [
-            [] for _ in range(slots)
-        ]  # a free slot's exact prefix (`exact_prefix`)
+        # per slot: what the sequence that left it held as alone computes it (`_Sequence.exact_prefix`)
+        self._held: list[list[int]] = [[] for _ in range(slots)]
         self.running: dict[K, _Sequence] = {}  # in the order they joined: the oldest prefills first
 
     def free(self) -> int:
@@ -230,7 +239,7 @@ class TokenBatch(Generic[K]):
         limit, source = len(seq.prompt) - 1, None
         reach = seq.cached
         for other in self.running.values():
-            if other is not seq and (n := common_prefix(other.exact_prefix(), seq.prompt, limit)) > reach:
+            if other is not seq and (n := other.shares(seq.prompt, limit)) > reach:
                 source, reach = other, n
         if source is not None:
             self.cache.copy(source.slot, seq.slot, seq.cached, reach)
@@ -423,11 +432,11 @@ class DecodeBatch(Generic[K]):
         return replace(last, stats=figures if stats is None else {**figures, **stats.as_dict()})
 
 
-def common_prefix(held: list[int], prompt: list[int], limit: int) -> int:
+def common_prefix(held: Iterable[int], prompt: list[int], limit: int) -> int:
     """How many first tokens ``held`` and ``prompt`` share, at most ``limit``."""
     n = 0
-    for a, b in zip(held[:limit], prompt, strict=False):
-        if a != b:
+    for a, b in zip(held, prompt, strict=False):
+        if n == limit or a != b:
             break
         n += 1
     return n
