@@ -30,21 +30,22 @@ batch). Thread-confined: one thread steps a batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field, replace
-from itertools import chain
+from collections.abc import Callable, Hashable
+from dataclasses import replace
 from typing import Generic, TypeVar
 
 import torch
 from torch import Tensor
 
 from lossless.engine.batch.forward import SlotCache, Span, forward_packed, row_invariant, rows_kernel
+from lossless.engine.batch.sequence import BatchSequence
 from lossless.engine.model.constrain import Constraint
 from lossless.engine.model.generate import Accepted, Delta, TextAssembler, choose
 from lossless.engine.model.sampling import SamplingParams, make_generator
 from lossless.engine.model.tokenizer import Tokenizer
 from lossless.engine.model.transformer import Transformer
-from lossless.engine.speculate.speculative import Draft, Drafter, judge_chain, judge_tree, tree_mask
+from lossless.engine.speculate.drafts import common_prefix
+from lossless.engine.speculate.speculative import Drafter, judge_chain, judge_tree
 from lossless.engine.speculate.stats import SpecStats
 
 K = TypeVar("K", bound=Hashable)  # what the caller names its sequences by (the server: its jobs)
@@ -56,86 +57,12 @@ DRAFT_ROWS = 8  # decoding tokens per step, pending and drafted, before the draf
 # (benchmarks/batch_drafts.py, eager, 2 cores: grounded answers' 2.7-3.3 paid at 2 clients, 1.28x; open
 # chat's 1.7 cost 12% at 2 clients and 25% at 4, and paid only alone)
 DRAFT_YIELD = 2.5
-HIDDEN_KEPT = 64  # steps of a sequence's hidden states kept for its drafter while it does not draft
 # a prompt of at most this many tokens goes row by row through our attention kernel, each row as a one-token
 # step computes it (`Span.rows_apart`), so its keys and values are the same whatever came before or beside
 # and a later prompt may start from them; a longer one runs in chunks through torch's attention, faster
 # there (a row's kernel cost grows with what it sees; SmolLM2 on 2 cores, nothing cached, row by row
 # against in chunks: 128 tokens 116 / 93 ms, 256 252 / 193, 512 702 / 429, 1024 2262 / 1058)
 ROWWISE_PROMPT = 256
-
-
-@dataclass(eq=False)
-class _Sequence:
-    slot: int
-    prompt: list[int]
-    params: SamplingParams
-    generator: torch.Generator
-    constraint: Constraint | None
-    budget: int  # tokens it may draw in all: drafts are cut so that no step draws more
-    drafter: Drafter | None = None
-    stats: SpecStats | None = None
-    cached: int = 0  # positions in its slot: prompt tokens prefilled, then drawn tokens fed back
-    pending: int | None = None  # the last token drawn: the next step feeds it
-    drawn: list[int] = field(default_factory=list)  # every token drawn so far (pending the last)
-    hidden: list[Tensor] = field(default_factory=list)  # the target's states the drafter has not seen
-    draft: Draft | None = None  # what this step verifies after the pending token
-    yields: float | None = None  # tokens its recent drafting steps drew (a moving average; None: none yet)
-    rowwise: bool = False  # its prompt runs row by row: every position of its slot is as alone computes it
-    reused: int = 0  # its prompt's first tokens whose keys and values it found cached
-
-    def context(self) -> list[int]:
-        return self.prompt + self.drawn
-
-    def next_span(self, chunk: int) -> tuple[Span, list[int]]:
-        """What it runs next: its pending token and draft, or its prompt's next chunk."""
-        if self.pending is not None:
-            draft = self.draft.tokens if self.draft is not None else []
-            tree = (
-                tree_mask(self.draft) if self.draft is not None and self.draft.parents is not None else None
-            )
-            # each token as a one-token step (`Span.rows_apart`): greedy tokens must not depend on the draft's
-            # length, and our attention kernel computes every decoding row in one call a layer
-            span = Span(self.slot, self.cached, 1 + len(draft), tree, rows_apart=True)
-            return span, [self.pending, *draft]
-        n = min(chunk, len(self.prompt) - self.cached)
-        span = Span(self.slot, self.cached, n, rows_apart=self.rowwise)
-        return span, self.prompt[self.cached : self.cached + n]
-
-    def exact_prefix(self) -> list[int]:
-        """The tokens whose keys and values its slot holds as alone computes them (positions 0..n - 1)."""
-        return self.context()[: self.cached] if self.rowwise else []
-
-    def shares(self, prompt: list[int], limit: int) -> int:
-        """How many first tokens of ``prompt``, at most ``limit``, its slot holds as alone computes them
-        (`exact_prefix`, without copying its context)."""
-        return (
-            common_prefix(chain(self.prompt, self.drawn), prompt, min(limit, self.cached))
-            if self.rowwise
-            else 0
-        )
-
-    def plan_draft(self, limit: int, positions: int) -> None:
-        """Its draft for this step: at most ``limit`` tokens, none past its budget or its slot. With a
-        limit of 0 the drafter is not asked (at 16 clients asking every drafter for nothing each step cost
-        4-6%): the target's hidden states wait for it, the latest ``HIDDEN_KEPT`` steps' of them."""
-        assert self.drafter is not None and self.stats is not None
-        if limit <= 0:
-            self.draft = None
-            del self.hidden[:-HIDDEN_KEPT]
-            return
-        context = self.context()
-        room = min(self.budget - len(self.drawn) - 1, positions - len(context))
-        hidden = torch.cat(self.hidden) if self.hidden else None
-        self.hidden = []
-        draft = self.drafter.propose(
-            context, max(0, min(self.stats.k_max, limit, room)), self.params, self.generator, hidden
-        )
-        if draft.parents is not None:  # a tree's nodes need positions too (parents first: a prefix is a tree)
-            room = positions - len(context)
-            q = None if draft.q is None else draft.q[:room]
-            draft = Draft(draft.tokens[:room], q, draft.parents[:room])
-        self.draft = draft if draft.tokens else None
 
 
 class TokenBatch(Generic[K]):
@@ -176,9 +103,9 @@ class TokenBatch(Generic[K]):
         self.rowwise = self.invariant and model.prompt_model is None and rows_kernel(dtype)
         self.cache = SlotCache(model, slots, positions)
         self._free = list(range(slots - 1, -1, -1))
-        # per slot: what the sequence that left it held as alone computes it (`_Sequence.exact_prefix`)
+        # per slot: what the sequence that left it held as alone computes it (`BatchSequence.exact_prefix`)
         self._held: list[list[int]] = [[] for _ in range(slots)]
-        self.running: dict[K, _Sequence] = {}  # in the order they joined: the oldest prefills first
+        self.running: dict[K, BatchSequence] = {}  # in the order they joined: the oldest prefills first
 
     def free(self) -> int:
         return len(self._free)
@@ -206,7 +133,7 @@ class TokenBatch(Generic[K]):
         slot, reused = self._slot_for(prompt) if rowwise else (self._free[-1], 0)
         self._free.remove(slot)
         self._held[slot] = []  # overwritten from its reused positions on
-        seq = _Sequence(slot, list(prompt), params, generator, constraint, budget, drafter)
+        seq = BatchSequence(slot, list(prompt), params, generator, constraint, budget, drafter)
         seq.rowwise, seq.cached, seq.reused = rowwise, reused, reused
         if drafter is not None:
             drafter.begin(prompt)
@@ -232,7 +159,7 @@ class TokenBatch(Generic[K]):
         slot = max(self._free, key=lambda s: (common_prefix(self._held[s], prompt, limit), -s))
         return slot, common_prefix(self._held[slot], prompt, limit)
 
-    def _catch_up(self, seq: _Sequence) -> None:
+    def _catch_up(self, seq: BatchSequence) -> None:
         """Before a row-wise prompt's next chunk: the longest prefix of it that another sequence's slot
         holds beyond what its own does, copied in (one that joined beside it in a burst finds what the
         first of them computed a step before)."""
@@ -258,7 +185,7 @@ class TokenBatch(Generic[K]):
         if not plan:
             return {}
         hidden = self._forward(plan)  # [N, dim]
-        drawing: list[tuple[K, _Sequence, Span, int]] = []  # and the first of its rows in hidden
+        drawing: list[tuple[K, BatchSequence, Span, int]] = []  # and the first of its rows in hidden
         rows: list[int] = []
         offset = 0
         for key, seq, span, _ in plan:
@@ -284,7 +211,7 @@ class TokenBatch(Generic[K]):
             row += n
         return drawn
 
-    def _draw(self, seq: _Sequence, span: Span, logits: Tensor, hidden: Tensor, best: int) -> Accepted:
+    def _draw(self, seq: BatchSequence, span: Span, logits: Tensor, hidden: Tensor, best: int) -> Accepted:
         """``seq``'s tokens from its rows' logits [n, V] and hidden states [n, dim] (``best``: the first
         row's argmax): the first token after its prompt, or its pending token's successor and whatever of
         its draft is accepted."""
@@ -317,11 +244,11 @@ class TokenBatch(Generic[K]):
         seq.pending = accepted.token_ids[-1]
         return accepted
 
-    def _plan(self) -> list[tuple[K, _Sequence, Span, list[int]]]:
+    def _plan(self) -> list[tuple[K, BatchSequence, Span, list[int]]]:
         """Every decoding sequence's pending token (and draft), and newcomers' next chunks, oldest first,
         within the step's prompt budget; prompt chunks first (a float32 prompt twin runs them apart)."""
-        chunks: list[tuple[K, _Sequence, Span, list[int]]] = []
-        decodes: list[tuple[K, _Sequence, Span, list[int]]] = []
+        chunks: list[tuple[K, BatchSequence, Span, list[int]]] = []
+        decodes: list[tuple[K, BatchSequence, Span, list[int]]] = []
         budget = self.prefill_budget
         decoding = sum(seq.pending is not None for seq in self.running.values())
         limit = self.draft_rows // decoding - 1 if decoding else 0
@@ -340,7 +267,7 @@ class TokenBatch(Generic[K]):
                 budget -= span.length
         return chunks + decodes
 
-    def _forward(self, plan: list[tuple[K, _Sequence, Span, list[int]]]) -> torch.Tensor:
+    def _forward(self, plan: list[tuple[K, BatchSequence, Span, list[int]]]) -> torch.Tensor:
         """The plan's tokens -> hidden states [N, dim] in the model's dtype. Prompt chunks run through the
         float32 prompt twin where the model has one, as a prompt alone does (`Transformer.forward`), each
         chunk in a pass of its own: the twin's matmuls are dense float32, whose sums change with the rows
@@ -430,13 +357,3 @@ class DecodeBatch(Generic[K]):
         last = self._texts.pop(key).last()
         figures = {**last.stats, "cached_prompt_tokens": reused}
         return replace(last, stats=figures if stats is None else {**figures, **stats.as_dict()})
-
-
-def common_prefix(held: Iterable[int], prompt: list[int], limit: int) -> int:
-    """How many first tokens ``held`` and ``prompt`` share, at most ``limit``."""
-    n = 0
-    for a, b in zip(held, prompt, strict=False):
-        if n == limit or a != b:
-            break
-        n += 1
-    return n

@@ -10,7 +10,7 @@ test catching it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -132,7 +132,7 @@ class ModelDrafter:
         if k <= 0:
             return Draft([], None)
         # Reuse the cache up to the first difference; rejected drafts beyond it get overwritten.
-        keep = _common_prefix(self.cached, context, limit=len(context) - 1)
+        keep = common_prefix(self.cached, context, limit=len(context) - 1)
         logits = self._forward(list(context[keep:]), keep)  # [V] after context[-1]
         self.cached = list(context)
         tokens: list[int] = []
@@ -160,8 +160,11 @@ class ModelDrafter:
             return self.model(torch.tensor([new]), pos, prompt=start == 0)[0, -1]
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+def common_prefix(a: Iterable[int], b: Iterable[int], limit: int) -> int:
+    """How many first tokens ``a`` and ``b`` share, at most ``limit``."""
     n = 0
-    while n < min(len(a), len(b), limit) and a[n] == b[n]:
+    for x, y in zip(a, b, strict=False):
+        if n == limit or x != y:
+            break
         n += 1
     return n

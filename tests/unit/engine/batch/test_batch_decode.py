@@ -39,7 +39,7 @@ from exact_models import (
 from tiny_gguf import Q, write_gguf
 from tiny_grammar import PRINTABLE, char_tokenizer
 
-from lossless.engine.batch import decode, forward as batch_forward
+from lossless.engine.batch import decode, forward as batch_forward, sequence
 from lossless.engine.batch.decode import DecodeBatch, TokenBatch
 from lossless.engine.batch.forward import Span, rms_norm_rows, row_invariant
 from lossless.engine.engine import Engine
@@ -210,13 +210,13 @@ def test_reused_positions_are_exact_only_where_prompts_go_row_by_row(
     in one piece (whose sums for a row depend on the rows beside it) moves a newcomer's logits."""
     model = int4_model(q4_gguf, float32_prompts=False)
     requests, budgets = shared_prefixes(model)
-    next_span = decode._Sequence.next_span
+    next_span = sequence.BatchSequence.next_span
 
-    def in_one_piece(seq: decode._Sequence, chunk: int) -> tuple[Span, list[int]]:
+    def in_one_piece(seq: sequence.BatchSequence, chunk: int) -> tuple[Span, list[int]]:
         span, tokens = next_span(seq, chunk)
         return (span if seq.pending is not None else Span(span.slot, span.start, span.length)), tokens
 
-    monkeypatch.setattr(decode._Sequence, "next_span", in_one_piece)
+    monkeypatch.setattr(sequence.BatchSequence, "next_span", in_one_piece)
     alone = []
     for i, request in enumerate(requests):
         run_batch(model, [request], 1, [0], (budgets[i],))
