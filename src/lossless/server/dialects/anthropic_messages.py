@@ -19,7 +19,7 @@ auto / required / a named function / none (``disable_parallel_tool_use`` is
   accepted and named in ``x-lossless-ignored-params``, as the chat path does; ``thinking`` blocks in
   the history are skipped. Images and documents are refused (400): the model reads text only.
 - Usage is the chat path's: ``input_tokens`` its prompt_tokens, ``output_tokens`` its
-  completion_tokens; no prompt cache (both cache counts 0).
+  completion_tokens; both cache counts 0 (`--max-batch`'s prefix cache is said in the chat APIs' usage only).
 """
 
 from __future__ import annotations
@@ -173,7 +173,9 @@ def message(
         "stop_sequence": None if end is None else end.stop_sequence,
         "usage": {
             "input_tokens": input_tokens,
-            "cache_creation_input_tokens": 0,  # no prompt cache
+            # the batch's prefix cache is not reported here: input_tokens counts every prompt token, as the
+            # stream's message_start must before anything is known (the chat APIs' usage says it)
+            "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
             "output_tokens": 0 if end is None else end.usage.completion_tokens,
         },
