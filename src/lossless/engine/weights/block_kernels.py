@@ -39,16 +39,11 @@ from torch import Tensor
 from lossless.engine import cpu
 
 SOURCE = Path(__file__).with_name("block_kernels.cpp")
-COMMON = [
-    "-O3",
-    "-std=c++20",
-    "-shared",
-    "-fPIC",
-    "-fopenmp",
-    "-ffp-contract=off",
-    "-D_GLIBCXX_USE_CXX11_ABI=1",
-    "-w",
-]
+COMMON = ["-O3", "-std=c++20", "-shared", "-fPIC", "-fopenmp", "-D_GLIBCXX_USE_CXX11_ABI=1", "-w"]
+# no loop version of a kernel may fuse a multiply and an add that another computes in two roundings: a
+# row's bits must not depend on which version the compiler picked for it (the reductions' order is
+# written out in the source for the same reason)
+COMMON += ["-ffp-contract=off"]
 # instruction set -> (the CPU flags it needs, as /proc/cpuinfo names them; the compiler's flags), best first
 ISAS = {
     "avx512": (
