@@ -248,28 +248,29 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor
 }
 
 
+// a . b over dim values, each read as float32, in 16 lanes added up in lane order: the same bits wherever
+// it is called from (the attention's q . k, the norm's sum of squares). A `#pragma omp simd` reduction
+// left the order to the compiler, which vectorized the loop over a row's keys one way for its cache prefix
+// and another for a tree node's ancestors: 3 of 200 rows moved when a key was read as an ancestor.
+template <typename A, typename B>
+inline float lane_dot(const A* a, const B* b, int64_t dim) {
+  float lanes[16] = {0.f};
+  int64_t d0 = 0;
+  for (; d0 + 16 <= dim; d0 += 16) {
+    for (int i = 0; i < 16; i++) lanes[i] += static_cast<float>(a[d0 + i]) * static_cast<float>(b[d0 + i]);
+  }
+  for (int64_t d = d0; d < dim; d++) lanes[d - d0] += static_cast<float>(a[d]) * static_cast<float>(b[d]);
+  float sum = 0.f;
+  for (int i = 0; i < 16; i++) sum += lanes[i];
+  return sum;
+}
+
 // ---- attention, row by row (the continuous batch's decoding rows: engine/batch/forward.py) ----------------
 //
 // Each query row r attends over the keys of its own KV cache slot that it sees: positions 0..seen[r]-1,
 // then extra[offsets[r]..offsets[r+1]-1] (a tree node's ancestors), in that order. A row's sums run over its
 // keys in that order, in float32, whatever the other rows are: its bits are the same in any batch, at any
 // draft length, and as the pending token of a one-token step. Query head g * group + i reads kv head g.
-// a . b over dim values in 16 lanes added up in lane order: the same bits wherever it is called from. (A
-// `#pragma omp simd` reduction left the order to the compiler, which vectorized the loop over a row's
-// keys one way for its cache prefix and another for a tree node's ancestors: 3 of 200 rows moved when a
-// key was read as an ancestor rather than as part of the prefix.)
-inline float lane_dot(const float* a, const float* b, int64_t dim) {
-  float lanes[16] = {0.f};
-  int64_t d0 = 0;
-  for (; d0 + 16 <= dim; d0 += 16) {
-    for (int i = 0; i < 16; i++) lanes[i] += a[d0 + i] * b[d0 + i];
-  }
-  for (int64_t d = d0; d < dim; d++) lanes[d - d0] += a[d] * b[d];
-  float sum = 0.f;
-  for (int i = 0; i < 16; i++) sum += lanes[i];
-  return sum;
-}
-
 template <typename T>
 void attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const int64_t* slots,
                  const int64_t* seen, const int64_t* offsets, const int64_t* extra, at::Tensor& out) {
@@ -374,20 +375,7 @@ void norm_rows_impl(const at::Tensor& x, const float* w, double eps, at::Tensor&
   at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
       const T* xr = xs + r * dim;
-      float lanes[16] = {0.f};
-      int64_t d0 = 0;
-      for (; d0 + 16 <= dim; d0 += 16) {
-        for (int i = 0; i < 16; i++) {
-          const float v = static_cast<float>(xr[d0 + i]);
-          lanes[i] += v * v;
-        }
-      }
-      for (int64_t d = d0; d < dim; d++) {
-        const float v = static_cast<float>(xr[d]);
-        lanes[d - d0] += v * v;
-      }
-      float sum = 0.f;
-      for (int i = 0; i < 16; i++) sum += lanes[i];
+      const float sum = lane_dot(xr, xr, dim);
       const float inv = 1.f / std::sqrt(sum / static_cast<float>(dim) + static_cast<float>(eps));
       T* o = os + r * dim;
       for (int64_t d = 0; d < dim; d++) o[d] = static_cast<T>(static_cast<float>(xr[d]) * inv * w[d]);
