@@ -244,7 +244,11 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor
   const float* s = scales.data_ptr<float>();
   float* o = out.data_ptr<float>();
   rows<BITS>(a, m, k, groups, c, s, o, n);
-  return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
+  if (x.scalar_type() == at::kFloat) return out;
+  at::Tensor rounded = at::empty({m, n}, x.options());  // each sum rounded once (to nearest, ties to even)
+  at::BFloat16* r = rounded.data_ptr<at::BFloat16>();
+  for (int64_t i = 0; i < m * n; i++) r[i] = static_cast<at::BFloat16>(o[i]);
+  return rounded;
 }
 
 
@@ -475,6 +479,43 @@ at::Tensor rope_rows(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
   return q;
 }
 
+// ---- every layer of a decoding step in one call ---------------------------------------------------------
+//
+// A step whose rows all go apart (each computed as a one-token step computes it: forward.py's KernelRows)
+// runs its layers here: the calls forward_packed makes op by op - norm_rows, the int4 products, rope_rows,
+// rows_attention, torch's silu, product and sums - in the same order on the same tensors, so the same bits,
+// without a return to Python between them: at one sequence, a step spent more time dispatching a layer's
+// twenty-odd ops than computing them.
+//
+// norms: per layer the attention's and the feed-forward's (float32), then the final one; codes, scales: per
+// layer q|k|v, output, gate|up, down (block_kernels.pack); keys, values: per layer [S, Hkv, P, D], written at
+// (slots[r], :, positions[r]); the rest as rope_rows and rows_attention take them. Returns the final norm's
+// output [N, dim].
+at::Tensor decode_layers(const at::Tensor& x0, at::TensorList norms, at::TensorList codes, at::TensorList scales,
+                         at::TensorList keys, at::TensorList values, const at::Tensor& cos, const at::Tensor& sin,
+                         const at::Tensor& slots, const at::Tensor& positions, const at::Tensor& seen,
+                         const at::Tensor& offsets, const at::Tensor& extra, int64_t heads, double eps) {
+  const int64_t layers = static_cast<int64_t>(keys.size());
+  TORCH_CHECK(layers > 0 && static_cast<int64_t>(values.size()) == layers, "decode_layers: keys and values per layer");
+  TORCH_CHECK(static_cast<int64_t>(norms.size()) == 2 * layers + 1, "decode_layers: two norms a layer, then the final one");
+  TORCH_CHECK(static_cast<int64_t>(codes.size()) == 4 * layers && scales.size() == codes.size(), "decode_layers: four products a layer");
+  TORCH_CHECK(x0.dim() == 2, "decode_layers: x [N, dim]");
+  const int64_t n = x0.size(0), dim = x0.size(1), head_dim = keys[0].size(3);
+  const int64_t width = (heads + 2 * keys[0].size(1)) * head_dim;
+  at::Tensor x = x0.contiguous();
+  for (int64_t i = 0; i < layers; i++) {
+    at::Tensor k = keys[i], v = values[i];
+    const at::TensorList w = codes.slice(4 * i, 4), s = scales.slice(4 * i, 4);
+    const at::Tensor qkv = linear<4>(norm_rows(x, norms[2 * i], eps), w[0], s[0]).narrow(1, 0, width).contiguous();
+    const at::Tensor y = rows_attention(rope_rows(qkv, cos, sin, k, v, slots, positions, heads), k, v, slots, seen, offsets, extra);
+    const at::Tensor h = x + linear<4>(y.view({n, -1}), w[1], s[1]).narrow(1, 0, dim);
+    const at::Tensor up = linear<4>(norm_rows(h, norms[2 * i + 1], eps), w[2], s[2]);
+    const int64_t hidden = w[3].size(1) * kBlock;  // gate | up, each [N, hidden]
+    x = h + linear<4>(at::silu(up.narrow(1, 0, hidden)) * up.narrow(1, hidden, hidden), w[3], s[3]).narrow(1, 0, dim);
+  }
+  return norm_rows(x, norms[2 * layers], eps);
+}
+
 }  // namespace
 
 // Q4_OP names the build (q4_linear_avx512, q4_linear_avx2): both may be loaded in one process. The 8-bit
@@ -484,6 +525,7 @@ TORCH_LIBRARY_FRAGMENT(lossless, m) {
   m.def(ATTENTION_OP "(Tensor q, Tensor keys, Tensor values, Tensor slots, Tensor seen, Tensor offsets, Tensor extra) -> Tensor");
   m.def(NORM_OP "(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def(ROPE_OP "(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) keys, Tensor(b!) values, Tensor slots, Tensor positions, int heads) -> Tensor");
+  m.def(LAYERS_OP "(Tensor x, Tensor[] norms, Tensor[] codes, Tensor[] scales, Tensor(a!)[] keys, Tensor(b!)[] values, Tensor cos, Tensor sin, Tensor slots, Tensor positions, Tensor seen, Tensor offsets, Tensor extra, int heads, float eps) -> Tensor");
 #if defined(__AVX512VNNI__)
   m.def(Q8_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
 #endif
@@ -493,6 +535,7 @@ TORCH_LIBRARY_IMPL(lossless, CPU, m) {
   m.impl(ATTENTION_OP, rows_attention);
   m.impl(NORM_OP, norm_rows);
   m.impl(ROPE_OP, rope_rows);
+  m.impl(LAYERS_OP, decode_layers);
 #if defined(__AVX512VNNI__)
   m.impl(Q8_OP, linear<8>);
 #endif

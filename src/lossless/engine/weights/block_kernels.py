@@ -13,7 +13,8 @@ product, as llama.cpp's), and `Engine` says so wherever it says int4. The AVX-51
 8-bit codes (`pack8`, `q8_linear`: a Q8_0 output layer, `quant.Q8Linear`). Every build also holds
 attention computed row by row (`rows_attention`), which the continuous batch's decoding rows run on, and
 the row-wise pieces of a layer the batch runs over its packed rows (`norm_rows`, `rope_rows`): each
-row from itself alone, one call where torch would run a handful of small ops.
+row from itself alone, one call where torch would run a handful of small ops; and a decoding step's
+layers all in one call, those pieces in the order the batch's forward calls them (`decode_layers`).
 
 The C++ file is compiled once per machine and instruction set with the system's C++ compiler (the one
 torch.compile already needs) against torch's headers, into ``$LOSSLESS_HOME/kernels`` (written whole,
@@ -154,6 +155,33 @@ def rope_rows(
     return kernel(qkv, cos, sin, keys, values, slots, positions, heads)
 
 
+def decode_layers(
+    x: Tensor,
+    norms: list[Tensor],
+    codes: list[Tensor],
+    scales: list[Tensor],
+    keys: list[Tensor],
+    values: list[Tensor],
+    cos: Tensor,
+    sin: Tensor,
+    slots: Tensor,
+    positions: Tensor,
+    rows: tuple[Tensor, Tensor, Tensor],
+    heads: int,
+    eps: float,
+    isa: str | None = None,
+) -> Tensor:
+    """A decoding step's rows x [N, dim] through every layer, each row as a one-token step computes it ->
+    the final norm's output [N, dim]: per layer `norm_rows`, the q|k|v product (``codes``, ``scales``: per
+    layer q|k|v, output, gate|up, down, packed by `pack`), `rope_rows` (writing each layer's ``keys``,
+    ``values``), `rows_attention` over ``rows`` (its seen, offsets, extra), the output product and the sum,
+    `norm_rows`, gate|up, torch's silu and product, down and the sum; ``norms``: two a layer (float32),
+    then the final one. The same calls as one by one, so the same bits. By the build for ``isa`` (None:
+    `best`), which must be loaded."""
+    kernel = getattr(torch.ops.lossless, f"decode_layers_{isa or best()}")
+    return kernel(x, norms, codes, scales, keys, values, cos, sin, slots, positions, *rows, heads, eps)
+
+
 def op(isa: str | None = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
     """The operator `q4_linear` calls."""
     return getattr(torch.ops.lossless, f"q4_linear_{isa or best()}")
@@ -173,6 +201,7 @@ def load_kernels(isa: str) -> str | None:
     torch.library.register_fake(f"lossless::q4_linear_{isa}")(_shape)
     torch.library.register_fake(f"lossless::rows_attention_{isa}")(lambda q, *_: torch.empty_like(q))
     torch.library.register_fake(f"lossless::norm_rows_{isa}")(lambda x, *_: torch.empty_like(x))
+    torch.library.register_fake(f"lossless::decode_layers_{isa}")(lambda x, *_: torch.empty_like(x))
     torch.library.register_fake(f"lossless::rope_rows_{isa}")(
         lambda qkv, cos, sin, keys, values, slots, positions, heads: qkv.new_empty(
             qkv.shape[0], heads, keys.shape[3]
@@ -198,6 +227,7 @@ def _build(compiler: str, isa: str) -> Path:
         f'-DATTENTION_OP="rows_attention_{isa}"',
         f'-DNORM_OP="norm_rows_{isa}"',
         f'-DROPE_OP="rope_rows_{isa}"',
+        f'-DLAYERS_OP="decode_layers_{isa}"',
     ]
     key = hashlib.sha256(
         b"\0".join([SOURCE.read_bytes(), torch.__version__.encode(), " ".join(flags).encode()])

@@ -402,6 +402,33 @@ def test_greedy_sequences_speculating_in_a_mixed_batch_get_plain_decoding_s_toke
     assert sum(s.accepted for s in stats) > 40 and sum(s.drafted - s.accepted for s in stats) > 10
 
 
+def test_a_decoding_step_s_layers_in_one_call_give_the_bits_of_op_by_op(
+    q4_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step of decoding rows only (trees of drafts, other sequences beside) runs every layer in one call
+    of our kernels (`block_kernels.decode_layers`); the same batch with each layer op by op in Python gives
+    every request the same logits, to the bit."""
+    model = int4_model(q4_gguf, float32_prompts=False)
+    requests = [(p, GREEDY, None) for p in prompts(model.args.vocab_size)]
+    answers = {
+        tuple(r[0]): run_batch(model, [r], 1, [0], (b,))[0] for r, b in zip(requests, BUDGETS, strict=True)
+    }
+    replay = functools.partial(Replay, answers, model.args.vocab_size, True)
+    calls = []
+    in_one = batch_forward.block_kernels.decode_layers
+    monkeypatch.setattr(
+        batch_forward.block_kernels, "decode_layers", lambda *a: calls.append(a) or in_one(*a)
+    )
+    run_batch(model, requests, 3, [0, 0, 2, 3, 3, 9, 10, 30], drafter=replay)
+    one_call = {i: torch.cat(logits) for i, logits in LOGITS.items()}
+    assert len(calls) > 20 and max(len(a[0]) for a in calls) > 3  # steps of several sequences and drafts
+    monkeypatch.setattr(batch_forward, "layer_stack", lambda model: None)
+    steps = len(calls)
+    run_batch(model, requests, 3, [0, 0, 2, 3, 3, 9, 10, 30], drafter=replay)
+    assert len(calls) == steps
+    assert [i for i in range(len(requests)) if not torch.equal(one_call[i], torch.cat(LOGITS[i]))] == []
+
+
 @pytest.mark.parametrize("kind", ["draft model chains", "trees"])
 def test_sampled_sequences_speculating_in_a_mixed_batch_follow_the_exact_distribution(kind: str) -> None:
     target, draft = micro_pair()
