@@ -143,7 +143,8 @@ def _threshold_help() -> str:
     "cache slot of its own; greedy output the same as the request alone). Each request drafts inside the "
     "batch with a drafter of its own while few decode (ngram, dspark; a draft:PATH model keeps one request "
     "at a time); the batch runs eagerly, so above 1 --compile is off. The default, 1, serves one request at "
-    "a time, compiled: faster for a lone user.",
+    "a time, compiled as --compile says; where our int4 kernels run a step's layers in one call, the batch "
+    "measured faster for a lone user too (docs/serve.md).",
 )
 @click.option(
     "--context",
