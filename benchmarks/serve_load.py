@@ -129,10 +129,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 for name, runs in by.items()
             }
             llamas = [n for n in by if n.startswith("llama-server")]
-            llama = max(llamas, key=lambda n: figures[n]["tokens_per_s"]["median"])
+            # --only may leave out every peer: then figures without ratios
+            llama = max(llamas, key=lambda n: figures[n]["tokens_per_s"]["median"]) if llamas else None
+            peers = [*([llama] if llama else []), *(["vllm"] if "vllm" in by else [])]
             ratios: dict[str, Any] = {}
             for ours in (n for n in by if n.startswith("ours")):
-                for peer in [llama, *(["vllm"] if "vllm" in by else [])]:
+                for peer in peers:
                     each = [
                         by[ours][run]["tokens_per_s"] / by[peer][run]["tokens_per_s"]
                         for run in by[ours]
