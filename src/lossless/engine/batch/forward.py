@@ -14,8 +14,8 @@ step a fifth of its time. What runs per sequence: attention, over that sequence'
 runs with exactly the shapes it would have alone ([1, H, T, D] queries against [1, Hkv, L, D] keys;
 `transformer.attend`); a decoding sequence's rows (its pending token and draft) each as a one-token step,
 all of the step's in one call of our kernel (`block_kernels.rows_attention`; where it is not built, one
-`attend` per row). A step of decoding rows alone, on a model whose products all run on our int4 kernel
-(`layer_stack`), goes through every layer in one call (`block_kernels.decode_layers`: the same calls in
+`attend` per row). A step whose rows all go apart (decoding rows, prompts row by row), on a model whose
+products all run on our int4 kernel (`layer_stack`), goes through every layer in one call (`block_kernels.decode_layers`: the same calls in
 C++, the same bits): at one sequence, returning to Python between some 20 ops a layer cost more than the
 layer's arithmetic (a step 7.9 -> 4.7 ms; 16 sequences 25.5 -> 19.0 ms).
 
@@ -186,8 +186,9 @@ _STACKS: weakref.WeakKeyDictionary[Transformer, LayerStack | None] = weakref.Wea
 
 
 def layer_stack(model: Transformer) -> LayerStack | None:
-    """``model``'s `LayerStack` (made once per model), or None where a product is not on our int4 kernel
-    or a norm is not an ``RMSNorm`` of the model's one eps: then its layers run op by op."""
+    """``model``'s `LayerStack` (made once per model: a loaded model's weights do not change), or None
+    where a product is not on our int4 kernel or a norm is not an ``RMSNorm`` of the model's one eps: then
+    its layers run op by op."""
     if model not in _STACKS:
         norms, products = [], []
         for block in model.layers:
@@ -227,10 +228,10 @@ def forward_packed(model: Transformer, cache: SlotCache, tokens: list[int], span
     # [T, L] each: the keys a span's query may see, as alone (or each token's own: `Span.row_keys`)
     masks = [None if kernel and s.rows_apart else s.row_keys() if s.rows_apart else s.mask() for s in spans]
     x = model.tok_embeddings(torch.tensor([tokens]))  # [1, N, dim]
-    if kernel is not None and len(kernel.index) == len(tokens):  # decoding rows only: one call, if it can
-        x1 = in_one_call(model, cache, x[0], cos, sin, slots, positions, kernel)
-        if x1 is not None:
-            return x1
+    if kernel is not None and len(kernel.index) == len(tokens):  # every row apart: one call, if it can
+        hidden = in_one_call(model, cache, x[0], cos, sin, slots, positions, kernel)
+        if hidden is not None:
+            return hidden
     for i, block in enumerate(model.layers):
         assert isinstance(block, Block) and isinstance(block.attention, Attention)
         attention = block.attention
@@ -251,9 +252,10 @@ def in_one_call(
     positions: Tensor,
     kernel: KernelRows,
 ) -> Tensor | None:
-    """A step of decoding rows only, x [N, dim], through every layer in one call of our kernels -> the final
-    hidden states [N, dim]; None where the model's layers are not all on them (`layer_stack`) or x, the
-    cache and the rotations are not of one dtype."""
+    """A step whose rows all go apart, x [N, dim], through every layer in one call of our kernels -> the
+    final hidden states [N, dim]; None where the model's layers are not all on them (`layer_stack`) or x,
+    the cache and the rotations are not of one dtype. Every row apart, ``kernel.slots`` is ``slots``: the
+    one call takes it for RoPE's cache writes and attention alike."""
     stack = layer_stack(model)
     if stack is None or not x.dtype == cache.k[0].dtype == cos.dtype:
         return None
