@@ -15,9 +15,10 @@ runs with exactly the shapes it would have alone ([1, H, T, D] queries against [
 `transformer.attend`); a decoding sequence's rows (its pending token and draft) each as a one-token step,
 all of the step's in one call of our kernel (`block_kernels.rows_attention`; where it is not built, one
 `attend` per row). A step whose rows all go apart (decoding rows, prompts row by row), on a model whose
-products all run on our int4 kernel (`layer_stack`), goes through every layer in one call (`block_kernels.decode_layers`: the same calls in
-C++, the same bits): at one sequence, returning to Python between some 20 ops a layer cost more than the
-layer's arithmetic (a step 7.9 -> 4.7 ms; 16 sequences 25.5 -> 19.0 ms).
+products all run on our int4 kernel (`layer_stack`), goes through every layer in one call
+(`block_kernels.decode_layers`: the same calls in C++, the same bits): at one sequence, returning to
+Python between some 20 ops a layer cost more than the layer's arithmetic (a step 7.9 -> 4.7 ms; 16
+sequences 25.5 -> 19.0 ms).
 
 Batch-invariant numerics follow from that split where the row-wise layers are: a row's norm, RoPE and
 activation are computed from that row alone (`rms_norm_rows` says what that took), and the int4 and Q8_0
