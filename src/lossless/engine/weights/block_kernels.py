@@ -13,8 +13,9 @@ product, as llama.cpp's), and `Engine` says so wherever it says int4. The AVX-51
 8-bit codes (`pack8`, `q8_linear`: a Q8_0 output layer, `quant.Q8Linear`). Every build also holds
 attention computed row by row (`rows_attention`), which the continuous batch's decoding rows run on, and
 the row-wise pieces of a layer the batch runs over its packed rows (`norm_rows`, `rope_rows`): each
-row from itself alone, one call where torch would run a handful of small ops; and a decoding step's
-layers all in one call, those pieces in the order the batch's forward calls them (`decode_layers`).
+row from itself alone, one call where torch would run a handful of small ops; and a step's layers all
+in one call where its rows all go apart, those pieces in the order the batch's forward calls them
+(`decode_layers`).
 
 The C++ file is compiled once per machine and instruction set with the system's C++ compiler (the one
 torch.compile already needs) against torch's headers, into ``$LOSSLESS_HOME/kernels`` (written whole,
@@ -171,12 +172,12 @@ def decode_layers(
     eps: float,
     isa: str | None = None,
 ) -> Tensor:
-    """A decoding step's rows x [N, dim] through every layer, each row as a one-token step computes it ->
-    the final norm's output [N, dim]: per layer `norm_rows`, the q|k|v product (``codes``, ``scales``: per
-    layer q|k|v, output, gate|up, down, packed by `pack`), `rope_rows` (writing each layer's ``keys``,
-    ``values``), `rows_attention` over ``rows`` (its seen, offsets, extra), the output product and the sum,
-    `norm_rows`, gate|up, torch's silu and product, down and the sum; ``norms``: two a layer (float32),
-    then the final one. The same calls as one by one, so the same bits. By the build for ``isa`` (None:
+    """A step's rows x [N, dim] (all apart: decoding rows, prompts row by row) through every layer, each
+    row as a one-token step computes it -> the final norm's output [N, dim]: per layer `norm_rows`, the
+    q|k|v product (``codes``, ``scales``: per layer q|k|v, output, gate|up, down, packed by `pack`),
+    `rope_rows` (writing each layer's ``keys``, ``values``), `rows_attention` over ``rows`` (its seen,
+    offsets, extra), the output product and the sum, `norm_rows`, gate|up, torch's silu and product, down
+    and the sum; ``norms``: two a layer (float32), then the final one. The same calls as one by one, so the same bits. By the build for ``isa`` (None:
     `best`), which must be loaded."""
     kernel = getattr(torch.ops.lossless, f"decode_layers_{isa or best()}")
     return kernel(x, norms, codes, scales, keys, values, cos, sin, slots, positions, *rows, heads, eps)
