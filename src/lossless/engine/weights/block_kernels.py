@@ -177,8 +177,8 @@ def decode_layers(
     q|k|v product (``codes``, ``scales``: per layer q|k|v, output, gate|up, down, packed by `pack`),
     `rope_rows` (writing each layer's ``keys``, ``values``), `rows_attention` over ``rows`` (its seen,
     offsets, extra), the output product and the sum, `norm_rows`, gate|up, torch's silu and product, down
-    and the sum; ``norms``: two a layer (float32), then the final one. The same calls as one by one, so the same bits. By the build for ``isa`` (None:
-    `best`), which must be loaded."""
+    and the sum; ``norms``: two a layer (float32), then the final one. The same calls as one by one, so
+    the same bits. By the build for ``isa`` (None: `best`), which must be loaded."""
     kernel = getattr(torch.ops.lossless, f"decode_layers_{isa or best()}")
     return kernel(x, norms, codes, scales, keys, values, cos, sin, slots, positions, *rows, heads, eps)
 
