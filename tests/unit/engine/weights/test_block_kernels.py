@@ -311,6 +311,18 @@ def test_every_instruction_set_gives_the_same_bits() -> None:
         for isa in BUILT
     ]
     assert all(torch.equal(ropes[0], out) for out in ropes[1:])
+    # attention: AVX-512 sums 16 keys side by side (head sizes 64 and 128), AVX2 one key at a time
+    for dtype in (torch.bfloat16, torch.float32):
+        for dim in (64, 128, 80):
+            g = torch.Generator().manual_seed(dim)
+            keys, values = (
+                torch.randn(SLOTS, KV_HEADS, POSITIONS, dim, generator=g).to(dtype) for _ in range(2)
+            )
+            q = (3 * torch.randn(len(ROWS), HEADS, dim, generator=g)).to(dtype)
+            outs = [
+                block_kernels.rows_attention(q, keys, values, *row_indices(ROWS), isa=isa) for isa in BUILT
+            ]
+            assert all(torch.equal(outs[0], out) for out in outs[1:]), (dtype, dim)
 
 
 @needs_kernel
