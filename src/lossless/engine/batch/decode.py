@@ -60,9 +60,11 @@ DRAFT_YIELD = 2.5
 # a prompt of at most this many tokens goes row by row through our attention kernel, each row as a one-token
 # step computes it (`Span.rows_apart`), so its keys and values are the same whatever came before or beside
 # and a later prompt may start from them; a longer one runs in chunks through torch's attention, faster
-# there (a row's kernel cost grows with what it sees; SmolLM2 on 2 cores, nothing cached, row by row
-# against in chunks: 128 tokens 116 / 93 ms, 256 252 / 193, 512 702 / 429, 1024 2262 / 1058)
-ROWWISE_PROMPT = 256
+# there (a row's kernel cost grows with what it sees; SmolLM2 int4 on 2 cores, a prompt alone, nothing
+# cached, row by row against in chunks, 16 keys at a time in the kernel: 128 tokens 93-98 / 111-112 ms,
+# 256 224 / 234-235, 512 540-543 / 521-531, 1024 1475-1545 / 1339-1347; one key at a time it was 702 / 429
+# at 512)
+ROWWISE_PROMPT = 512
 
 
 class TokenBatch(Generic[K]):
