@@ -1,9 +1,10 @@
 """On the real SmolLM2-135M in the numerics ``lossless serve`` gives it here (int4 on our kernel, the output
 layer on the file's Q8_0 blocks): the greedy tokens of every request in a continuous batch - prompts from
-a few tokens to three prompt chunks row by row and five through torch's attention, other budgets, joining at other steps, more requests than slots - are
-the tokens it gets alone, every one of them; with the plain norm in the batch's pass (the one it replaced,
-`batch.forward.rms_norm_rows`) some are not, so the test can fail. Requests drafting inside the batch (the
-draft head's trees, n-gram chains) get those tokens too."""
+a few tokens to three chunks row by row and five through torch's attention, other budgets, joining at
+other steps, more requests than slots - are the tokens it gets alone, every one of them; with the plain
+norm in the batch's pass (the one it replaced, `batch.forward.rms_norm_rows`) some are not, so the test
+can fail. Requests drafting inside the batch (the draft head's trees, n-gram chains) get those tokens
+too."""
 
 from __future__ import annotations
 
