@@ -5,15 +5,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt
 # First the few millisecond-timing tests (marked quiet) alone, on a machine nothing else has run on yet (one
-# failed by 0.05 ms right after the parallel part here); then two pytest-xdist workers: the slow tests (real
-# model, third-party servers) one after another on one, the rest beside them (tests/support/slow_apart.py).
+# failed by 0.05 ms right after the parallel part here); then two pytest-xdist workers, each running one of
+# two groups of slow tests (third-party servers; ours) one test after another, the rest filling in beside
+# them (tests/support/slow_apart.py).
 PARALLEL := -n 2 --dist loadgroup
 # vLLM's CPU server for the compatibility suite, in its own environment: its many pinned packages stay
 # out of $(VENV), and the tests start it as a subprocess (tests/support/third_party.py's VllmServer).
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: demo serve test test-fast browser vllm llama-cpp check fmt lint types bench clean
+.PHONY: demo serve test test-deps test-fast browser vllm llama-cpp check fmt lint types bench clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -63,7 +64,12 @@ demo: $(BIN)/.installed
 serve: $(BIN)/.installed
 	$(BIN)/lossless serve
 
-test: $(BIN)/.compat $(VLLM_BIN)/.installed browser llama-cpp
+# What the whole suite needs, side by side (`make -j`): llama.cpp's build is the long one (~7 min of both
+# cores), the pip installs and chromium's mostly wait on the network and the disk.
+test-deps: $(BIN)/.compat $(VLLM_BIN)/.installed browser llama-cpp
+
+test:
+	$(MAKE) -j4 test-deps
 	$(BIN)/lossless models pull
 	$(BIN)/python tests/support/third_party.py --check
 	$(BIN)/python -m pytest -m quiet

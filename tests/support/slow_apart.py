@@ -1,7 +1,9 @@
 """A pytest plugin for ``make test``'s two pytest-xdist workers (``-n 2 --dist loadgroup``): the slow tests
-(the real model, third-party servers: each keeps both cores busy) form one group that runs one test after
-another on one worker, while the other worker takes the rest, which mostly wait on sockets and timers; each
-file's other tests stay together, with their module fixtures.
+(the real model, third-party servers) form two groups, each run one test after another on a worker of its
+own from the start - those against servers we did not write (tests/compat) and ours - while the rest,
+which mostly wait on sockets and timers, fill in beside them; each file's other tests stay together, with
+their module fixtures. One slow group left the CPU idle 30% of its 42 minutes (a one-thread llama-server,
+a compile child, sleeps) while the other worker had long finished the fast tests.
 
 xdist's own loadgroup reads ``xdist_group`` marks by renaming items (``Node._nodeid``), which pytest 9.2 no
 longer reads: its groups were silently ignored. So the groups are formed here: each worker lists the slow
@@ -21,6 +23,7 @@ import pytest
 
 SLOW_LIST = "LOSSLESS_TEST_SLOW_LIST"
 MADE = pytest.StashKey[Path]()  # the folder this controller made, the only one it removes
+SLOW_GROUPS = ("slow: servers we did not write", "slow: ours")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,13 +54,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
     class SlowApart(LoadScopeScheduling):
-        """loadgroup's scheduling, with the groups above: "slow", or the test's file."""
+        """loadgroup's scheduling, with the groups above: the two slow ones (handed out first, one to each
+        worker: the longest work starts first), or the test's file."""
 
         slow: frozenset[str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
             if self.slow is None:  # read once all workers have collected (scheduling starts only then)
                 self.slow = frozenset(json.loads(Path(os.environ[SLOW_LIST]).read_text()))
-            return "slow" if nodeid in self.slow else nodeid.split("::")[0]
+            if nodeid not in self.slow:
+                return nodeid.split("::")[0]
+            return SLOW_GROUPS[0] if nodeid.startswith("tests/compat/") else SLOW_GROUPS[1]
+
+        def _assign_work_unit(self, node: Any) -> None:
+            first = next((g for g in SLOW_GROUPS if g in self.workqueue), None)
+            if first is not None:
+                self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
 
     return SlowApart(config, log)
