@@ -282,16 +282,87 @@ inline float lane_dot(const A* a, const B* b, int64_t dim) {
 // (their lanes transposed so that the sums in lane order run down 16 keys at once), and a value's weight is
 // added into each sum in key order, as before. One key at a time, the lane sums' 15 dependent additions and
 // the accumulators kept in memory made a prompt's rows cost a third of a 256-row step.
+// e^x for a softmax's x <= 0, the same bits one value at a time and 16 at once (`exp16`), and on every
+// machine (not the C library's expf, which differs between versions and which a vector loop cannot call):
+// e^x = 2^(k/32) 2^(r/32), k the integer nearest x 32 / ln 2 and r the rest, in double precision: 2^(k/32)
+// from a table of 2^(i/32) whose exponent k / 32 adds to, 2^(r/32) a degree-4 polynomial (its truncation
+// error 1e-12 of the value, far under a float32's half ulp), each step one IEEE operation, rounded once to
+// float32 at the end; 0 below -104, where float32's e^x is 0.
+constexpr uint64_t kExpTable[32] = {  // the bits of the nearest double to 2^(i/32), less i << 47
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+constexpr double kExpScale = 0x1.71547652b82fep+5;  // 32 / ln 2
+constexpr double kExpShift = 0x1.8p52;  // added and taken away: x rounded to an integer (ties to even)
+constexpr double kExpC[4] = {0x1.62e42fefa39efp-6, 0x1.ebfbdff82c58fp-13, 0x1.c6b08d704a0c0p-20, 0x1.3b2ab6fba4e77p-27};
+constexpr float kExpLow = -104.f;
+
+inline float exp_neg(float x) {
+  if (x < kExpLow) return 0.f;
+  const double z = static_cast<double>(x) * kExpScale, shifted = z + kExpShift, r = z - (shifted - kExpShift);
+  uint64_t k;
+  std::memcpy(&k, &shifted, 8);  // k in its low bits: k << 47 adds k / 32 to the exponent
+  const uint64_t bits = kExpTable[k % 32] + (k << 47);
+  double scale;
+  std::memcpy(&scale, &bits, 8);
+  double p = kExpC[3] * r + kExpC[2];
+  p = p * r + kExpC[1];
+  p = p * r + kExpC[0];
+  p = p * r + 1.0;
+  return static_cast<float>(p * scale);
+}
+
+#if defined(__AVX512F__)
+inline __m256 exp8(__m256 x) {  // exp_neg's steps in 8 lanes of double precision
+  const __m512d shift = _mm512_set1_pd(kExpShift);
+  const __m512d z = _mm512_mul_pd(_mm512_cvtps_pd(x), _mm512_set1_pd(kExpScale)), shifted = _mm512_add_pd(z, shift);
+  const __m512d r = _mm512_sub_pd(z, _mm512_sub_pd(shifted, shift));
+  const __m512i k = _mm512_castpd_si512(shifted);
+  const __m512i at = _mm512_and_si512(k, _mm512_set1_epi64(31));
+  const __m512i bits = _mm512_add_epi64(_mm512_i64gather_epi64(at, kExpTable, 8), _mm512_slli_epi64(k, 47));
+  __m512d p = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(kExpC[3]), r), _mm512_set1_pd(kExpC[2]));
+  p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpC[1]));
+  p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpC[0]));
+  p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(1.0));
+  return _mm512_cvtpd_ps(_mm512_mul_pd(p, _mm512_castsi512_pd(bits)));
+}
+
+inline __m512 exp16(__m512 x) {
+  const __m256 lo = exp8(_mm512_castps512_ps256(x));
+  const __m256 hi = exp8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  const __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLow), _CMP_LT_OQ), y, _mm512_setzero_ps());
+}
+#endif
+
+// s[j] <- exp_neg(s[j] - top) for j < n
+inline void exp_shifted(float* s, int64_t n, float top) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 t = _mm512_set1_ps(top);
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(s + j, exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), t)));
+  if (j < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(s + j, m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), t)));
+  }
+#else
+  for (; j < n; j++) s[j] = exp_neg(s[j] - top);
+#endif
+}
+
 // each of `heads` rows of n scores -> exp(score - the row's largest), in place; their sums into total
 inline void softmax_rows(float* scores, int64_t heads, int64_t n, float* total) {
   for (int64_t i = 0; i < heads; i++) {
     float* si = scores + i * n;
-    const float top = *std::max_element(si, si + n);
+    exp_shifted(si, n, *std::max_element(si, si + n));
     float sum = 0.f;
-    for (int64_t j = 0; j < n; j++) {
-      si[j] = std::exp(si[j] - top);
-      sum += si[j];
-    }
+    for (int64_t j = 0; j < n; j++) sum += si[j];
     total[i] = sum;
   }
 }
@@ -466,6 +537,15 @@ at::Tensor rows_attention(const at::Tensor& q, const at::Tensor& keys, const at:
   return out;
 }
 
+// x (float32) -> e^x as the attention's softmax computes it (`exp_shifted`), for x <= 0: what the tests hold
+// to one bit pattern on every instruction set
+at::Tensor softmax_exp(const at::Tensor& x) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "softmax_exp: float32");
+  at::Tensor out = x.contiguous().clone();
+  exp_shifted(out.data_ptr<float>(), out.numel(), 0.f);
+  return out;
+}
+
 // ---- a layer's row-wise pieces, for the continuous batch's packed rows (engine/batch/forward.py) -------------
 //
 // Each output row is computed from its own input row alone, in float32, in a fixed order (a sum of squares in
@@ -626,6 +706,7 @@ TORCH_LIBRARY_FRAGMENT(lossless, m) {
   m.def(Q4_OP "(Tensor x, Tensor codes, Tensor scales) -> Tensor");
   m.def(ATTENTION_OP "(Tensor q, Tensor keys, Tensor values, Tensor slots, Tensor seen, Tensor offsets, Tensor extra) -> Tensor");
   m.def(NORM_OP "(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def(EXP_OP "(Tensor x) -> Tensor");
   m.def(ROPE_OP "(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) keys, Tensor(b!) values, Tensor slots, Tensor positions, int heads) -> Tensor");
   m.def(LAYERS_OP "(Tensor x, Tensor[] norms, Tensor[] codes, Tensor[] scales, Tensor(a!)[] keys, Tensor(b!)[] values, Tensor cos, Tensor sin, Tensor slots, Tensor positions, Tensor seen, Tensor offsets, Tensor extra, int heads, float eps) -> Tensor");
 #if defined(__AVX512VNNI__)
@@ -636,6 +717,7 @@ TORCH_LIBRARY_IMPL(lossless, CPU, m) {
   m.impl(Q4_OP, linear<4>);
   m.impl(ATTENTION_OP, rows_attention);
   m.impl(NORM_OP, norm_rows);
+  m.impl(EXP_OP, softmax_exp);
   m.impl(ROPE_OP, rope_rows);
   m.impl(LAYERS_OP, decode_layers);
 #if defined(__AVX512VNNI__)

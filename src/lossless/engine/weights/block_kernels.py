@@ -130,6 +130,13 @@ def rows_attention(
     return kernel(q, keys, values, slots, seen, offsets, extra)
 
 
+def softmax_exp(x: Tensor, isa: str | None = None) -> Tensor:
+    """e^x (float32, for x <= 0) as `rows_attention`'s softmax computes it, by the build for ``isa`` (None:
+    `best`): our own exponential, not the C library's, so that 16 lanes at once and one value at a time
+    give the same bits on every machine."""
+    return getattr(torch.ops.lossless, f"softmax_exp_{isa or best()}")(x)
+
+
 def norm_rows(x: Tensor, weight: Tensor, eps: float, isa: str | None = None) -> Tensor:
     """x [N, D] -> x * rsqrt(mean(x ** 2) + eps) * weight, each row from itself alone in float32, rounded
     once to x's dtype (bfloat16 or float32); by the build for ``isa`` (None: `best`), which must be loaded."""
@@ -202,6 +209,7 @@ def load_kernels(isa: str) -> str | None:
     torch.library.register_fake(f"lossless::q4_linear_{isa}")(_shape)
     torch.library.register_fake(f"lossless::rows_attention_{isa}")(lambda q, *_: torch.empty_like(q))
     torch.library.register_fake(f"lossless::norm_rows_{isa}")(lambda x, *_: torch.empty_like(x))
+    torch.library.register_fake(f"lossless::softmax_exp_{isa}")(torch.empty_like)
     torch.library.register_fake(f"lossless::decode_layers_{isa}")(lambda x, *_: torch.empty_like(x))
     torch.library.register_fake(f"lossless::rope_rows_{isa}")(
         lambda qkv, cos, sin, keys, values, slots, positions, heads: qkv.new_empty(
@@ -227,6 +235,7 @@ def _build(compiler: str, isa: str) -> Path:
         f'-DQ8_OP="q8_linear_{isa}"',
         f'-DATTENTION_OP="rows_attention_{isa}"',
         f'-DNORM_OP="norm_rows_{isa}"',
+        f'-DEXP_OP="softmax_exp_{isa}"',
         f'-DROPE_OP="rope_rows_{isa}"',
         f'-DLAYERS_OP="decode_layers_{isa}"',
     ]
