@@ -1,7 +1,7 @@
 """make test's scheduling (tests/support/slow_apart.py), run for real: pytest with two xdist workers over a
-few files of slow and other tests that record which worker ran them. The slow ones all share one worker,
-and each file's other tests stay together on one; xdist's own loadgroup marks were silently ignored
-(pytest 9.2)."""
+few files of slow and other tests that record which worker ran them. The slow ones against servers we did
+not write (tests/compat) share one worker, the other slow ones the other worker, and each file's other
+tests stay together on one; xdist's own loadgroup marks were silently ignored (pytest 9.2)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,14 @@ def test_{name}(i, request):
 """
 
 
-def test_the_slow_tests_share_one_worker_and_each_file_stays_together(tmp_path: Path) -> None:
+def test_each_group_of_slow_tests_has_a_worker_and_each_file_stays_together(tmp_path: Path) -> None:
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     (tmp_path / "conftest.py").write_text("from slow_apart import *  # noqa: F403\n")
-    for name, mark in (("a", "pytestmark = pytest.mark.slow"), ("b", ""), ("c", ""), ("d", "")):
-        (tmp_path / f"test_{name}.py").write_text(TEST.format(name=name, mark=mark))
+    (tmp_path / "tests" / "compat").mkdir(parents=True)
+    files = {"test_a.py": "pytestmark = pytest.mark.slow", "test_b.py": "", "test_c.py": "", "test_d.py": ""}
+    files |= {"tests/compat/test_f.py": "pytestmark = pytest.mark.slow", "tests/compat/test_g.py": ""}
+    for path, mark in files.items():
+        (tmp_path / path).write_text(TEST.format(name=Path(path).stem[5:], mark=mark))
     (tmp_path / "test_e.py").write_text(  # one slow test in a file of others
         TEST.format(name="e", mark="")
         + "\n@pytest.mark.slow\ndef test_e_slow(request):\n    test_e(9, request)\n"
@@ -35,8 +38,9 @@ def test_the_slow_tests_share_one_worker_and_each_file_stays_together(tmp_path: 
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     ran = dict(line.split() for line in (tmp_path / "ran.log").read_text().splitlines())
-    assert len(ran) == 16
-    slow = {w for nodeid, w in ran.items() if nodeid.startswith("test_a.py") or "e_slow" in nodeid}
-    assert len(slow) == 1
-    for name in "bcde":
-        assert len({w for n, w in ran.items() if n.startswith(f"test_{name}.py") and "e_slow" not in n}) == 1
+    assert len(ran) == 22
+    ours = {w for nodeid, w in ran.items() if nodeid.startswith("test_a.py") or "e_slow" in nodeid}
+    theirs = {w for nodeid, w in ran.items() if nodeid.startswith("tests/compat/test_f.py")}
+    assert len(ours) == len(theirs) == 1 and ours != theirs
+    for name in ("test_b", "test_c", "test_d", "test_e", "tests/compat/test_g"):
+        assert len({w for n, w in ran.items() if n.startswith(f"{name}.py") and "e_slow" not in n}) == 1
