@@ -1,9 +1,11 @@
 """A pytest plugin for ``make test``'s two pytest-xdist workers (``-n 2 --dist loadgroup``): the slow tests
 (the real model, third-party servers) form two groups, each run one test after another on a worker of its
-own from the start - those against servers we did not write (tests/compat) and ours - while the rest,
-which mostly wait on sockets and timers, fill in beside them; each file's other tests stay together, with
-their module fixtures. One slow group left the CPU idle 30% of its 42 minutes (a one-thread llama-server,
-a compile child, sleeps) while the other worker had long finished the fast tests.
+own from the start - those against servers we did not write (tests/compat) and ours - and the rest, file
+by file, go to whichever worker is free first (after its slow group: a worker takes a group whole); each
+file's other tests stay together, with their module fixtures. One slow group left the CPU idle 30% of its
+42 minutes (a one-thread llama-server, a compile child, sleeps) while the other worker had long finished
+the fast tests; two groups take 28-32 minutes with every process on one OpenMP thread (the Makefile's
+OMP_NUM_THREADS=1: on two threads each, two processes spin at their barriers).
 
 xdist's own loadgroup reads ``xdist_group`` marks by renaming items (``Node._nodeid``), which pytest 9.2 no
 longer reads: its groups were silently ignored. So the groups are formed here: each worker lists the slow
