@@ -9,7 +9,7 @@
 // of 16 rows. scales[g][b] holds the 16 rows' d, then their m (a weight is d * code + m).
 //
 // Beside them, attention computed row by row over each row's own cache slot (lossless::rows_attention_<isa>,
-// at the end of this file), for the continuous batch's decoding rows.
+// further down), for the continuous batch's decoding rows and prompts run row by row.
 //
 // The AVX-512 build also has the same product for 8-bit codes (lossless::q8_linear_avx512, Q8_0 weights
 // offset by 128: block_kernels.pack8), which the output layer uses (quant.Q8Linear).
@@ -426,10 +426,11 @@ inline void weigh_values(const float* weights, int64_t n, At value_at, float* ac
   for (int c = 0; c < C; c++) _mm512_storeu_ps(acc + 16 * c, a[c]);
 }
 
-// One (row, kv head)'s scores and weighted values, 16 keys at a time (C = head size / 16)
+// One (row, kv head)'s scores and weighted values (acc), with their softmax sums (total), 16 keys at a time
+// (C = head size / 16)
 template <int C, typename T, typename At>
 void attend16(const float* query, int64_t group, int64_t n, At key_at, const T* ks, const T* vs, float scale,
-              std::vector<float>& block, std::vector<float>& scores, float* acc) {
+              std::vector<float>& block, std::vector<float>& scores, float* acc, float* total) {
   constexpr int64_t dim = 16 * C;
   block.resize(16 * dim);
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
@@ -440,7 +441,7 @@ void attend16(const float* query, int64_t group, int64_t n, At key_at, const T* 
     }
     for (int64_t i = 0; i < group; i++) scores16<C>(query + i * dim, block.data(), m, scale, scores.data() + i * n + j0);
   }
-  softmax_rows(scores.data(), group, n, acc + group * dim);
+  softmax_rows(scores.data(), group, n, total);
   for (int64_t i = 0; i < group; i++) {
     weigh_values<C, T>(scores.data() + i * n, n, [&](int64_t j) { return vs + key_at(j) * dim; }, acc + i * dim);
   }
@@ -470,9 +471,9 @@ void attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& 
       float* total = acc.data() + group * dim;
 #if defined(__AVX512F__)
       if (dim == 64) {
-        attend16<4>(query.data(), group, n, key_at, ks, vs, scale, block, scores, acc.data());
+        attend16<4>(query.data(), group, n, key_at, ks, vs, scale, block, scores, acc.data(), total);
       } else if (dim == 128) {
-        attend16<8>(query.data(), group, n, key_at, ks, vs, scale, block, scores, acc.data());
+        attend16<8>(query.data(), group, n, key_at, ks, vs, scale, block, scores, acc.data(), total);
       } else
 #endif
       {

@@ -11,11 +11,11 @@ a horizontal sum; on a CPU without AVX-512 VNNI the same in AVX2, as llama.cpp d
 the numerics: activations carry 8 bits per block, not bfloat16's per value (~0.5% relative error on a
 product, as llama.cpp's), and `Engine` says so wherever it says int4. The AVX-512 build also multiplies
 8-bit codes (`pack8`, `q8_linear`: a Q8_0 output layer, `quant.Q8Linear`). Every build also holds
-attention computed row by row (`rows_attention`), which the continuous batch's decoding rows run on, and
-the row-wise pieces of a layer the batch runs over its packed rows (`norm_rows`, `rope_rows`): each
-row from itself alone, one call where torch would run a handful of small ops; and a step's layers all
-in one call where its rows all go apart, those pieces in the order the batch's forward calls them
-(`decode_layers`).
+attention computed row by row (`rows_attention`; its softmax's e^x alone: `softmax_exp`), which the
+continuous batch's decoding rows and row-by-row prompts run on, and the row-wise pieces of a layer the
+batch runs over its packed rows (`norm_rows`, `rope_rows`): each row from itself alone, one call where
+torch would run a handful of small ops; and a step's layers all in one call where its rows all go apart,
+those pieces in the order the batch's forward calls them (`decode_layers`).
 
 The C++ file is compiled once per machine and instruction set with the system's C++ compiler (the one
 torch.compile already needs) against torch's headers, into ``$LOSSLESS_HOME/kernels`` (written whole,
